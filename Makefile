@@ -1,0 +1,42 @@
+# Covel server. Two commands on a fresh machine: `make run` and `make test`.
+# Python 3.11+ (Django 5.2 LTS); python3.11 is preferred when present.
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+PORT ?= 3001
+COVEL_BIND_HOST ?= 127.0.0.1
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/covel
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+PYTEST_ARGS ?=
+
+.PHONY: install run test test-sqlite test-hosted worker migrate
+
+$(VENV)/.installed: requirements.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (found %s)" % sys.version.split()[0])'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+install: $(VENV)/.installed
+
+migrate: install
+	$(PY) manage.py migrate --noinput
+
+run: migrate
+	$(VENV)/bin/daphne -b $(COVEL_BIND_HOST) -p $(PORT) covel.asgi:application
+
+# Celery worker for the hosted shape (DATABASE_URL and REDIS_URL must be set).
+worker: install
+	$(VENV)/bin/celery -A covel worker -Q turns,jobs,media,worldgen --concurrency 4 --loglevel INFO
+
+test: install
+	$(MAKE) --no-print-directory test-sqlite
+	$(MAKE) --no-print-directory test-hosted
+
+test-sqlite: install
+	$(VENV)/bin/pytest --ds=covel.settings.test -q $(PYTEST_ARGS)
+
+test-hosted: install
+	TEST_DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
+		$(VENV)/bin/pytest --ds=covel.settings.test_hosted -q $(PYTEST_ARGS)

@@ -1,0 +1,78 @@
+"""The one NinjaAPI mounted at /api/: routers of every app, and the error handlers of the envelope."""
+from __future__ import annotations
+
+import logging
+
+from django.http import Http404
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError
+from ninja.errors import ValidationError as NinjaValidationError
+
+from covel.errors import ApiError, error_response
+
+logger = logging.getLogger("covel.api")
+
+api = NinjaAPI(
+    title="Covel API",
+    version="0.1.0",
+    description="AI-driven interactive fiction server (spec 004).",
+    urls_namespace="api",
+    docs_url="/docs",
+)
+
+
+@api.exception_handler(ApiError)
+def _api_error(request, exc: ApiError):
+    return error_response(exc.status, exc.message, exc.code, exc.details)
+
+
+@api.exception_handler(NinjaValidationError)
+def _validation_error(request, exc: NinjaValidationError):
+    issues = []
+    for err in exc.errors:
+        loc = [str(part) for part in err.get("loc", ())]
+        issues.append({"path": loc, "message": err.get("msg", ""), "type": err.get("type", "")})
+    return error_response(400, "Invalid request", "invalid_request", {"issues": issues})
+
+
+@api.exception_handler(HttpError)
+def _http_error(request, exc: HttpError):
+    return error_response(exc.status_code, str(exc))
+
+
+@api.exception_handler(AuthenticationError)
+def _auth_error(request, exc):
+    return error_response(401, "Unauthorized", "unauthorized")
+
+
+@api.exception_handler(Http404)
+def _not_found(request, exc):
+    return error_response(404, str(exc) or "Not found", "not_found")
+
+
+@api.exception_handler(Exception)
+def _unexpected(request, exc: Exception):
+    # The stack goes to the log, never to the client (spec 004: 生产环境对未知异常只返回 500).
+    logger.exception("unhandled error on %s %s", request.method, request.path)
+    return error_response(500, "Internal server error")
+
+
+def _mount_routers() -> None:
+    from covel.health import router as health_router
+
+    api.add_router("/", health_router)
+    # Each app contributes one router (STYLE.md). Imported here so the app registry is ready.
+    from sessions.api import router as sessions_router
+    from turns.api import router as turns_router
+    from plugins_app.api import router as plugins_router
+    from jobs.api import router as jobs_router
+    from media.api import router as media_router
+
+    api.add_router("/", sessions_router)
+    api.add_router("/", turns_router)
+    api.add_router("/", plugins_router)
+    api.add_router("/", jobs_router)
+    api.add_router("/", media_router)
+
+
+_mount_routers()

@@ -1,0 +1,18 @@
+"""ASGI entry point served by daphne: HTTP (REST + SSE streaming) through Channels' ProtocolTypeRouter."""
+import os
+
+from covel.settings import default_settings_module
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", default_settings_module())
+
+from channels.routing import ProtocolTypeRouter  # noqa: E402
+from django.core.asgi import get_asgi_application  # noqa: E402
+
+django_asgi = get_asgi_application()
+
+from covel.asgi_limits import BodyLimitASGI  # noqa: E402
+from covel.startup import on_asgi_startup  # noqa: E402
+
+on_asgi_startup()
+
+application = ProtocolTypeRouter({"http": BodyLimitASGI(django_asgi)})

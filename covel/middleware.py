@@ -1,0 +1,183 @@
+"""Cross-cutting HTTP rules of spec 004 applied before any route runs.
+
+All middleware here is sync- and async-capable so that long-lived SSE responses stay on the event
+loop (a sync-only middleware would pin one thread per open stream).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from urllib.parse import urlsplit
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from covel.errors import error_response, is_envelope
+from covel.limits import PAYLOAD_TOO_LARGE, body_limit_bytes
+
+logger = logging.getLogger("covel.request")
+
+_WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+_LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1"}
+_FOREIGN_DESTS = {"iframe", "frame", "embed", "object"}
+
+
+class _BaseMiddleware:
+    """Runs ``check(request)`` first; a returned response short-circuits the route."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        self._is_async = iscoroutinefunction(get_response)
+        if self._is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest):
+        if self._is_async:
+            return self._acall(request)
+        early = self.check(request)
+        if early is not None:
+            return self.finish(request, early)
+        return self.finish(request, self.get_response(request))
+
+    async def _acall(self, request: HttpRequest):
+        early = self.check(request)
+        if early is not None:
+            return self.finish(request, early)
+        return self.finish(request, await self.get_response(request))
+
+    def check(self, request: HttpRequest) -> HttpResponse | None:
+        return None
+
+    def finish(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        return response
+
+
+def _is_api(path: str) -> bool:
+    return path == "/api" or path.startswith("/api/")
+
+
+def _host_only(host: str) -> str:
+    host = host.strip().lower()
+    if host.startswith("["):
+        end = host.find("]")
+        return host[: end + 1] if end != -1 else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+class HostCheckMiddleware(_BaseMiddleware):
+    """Self tier only: 403 host_not_allowed unless Host is loopback or in COVEL_ALLOWED_HOSTS."""
+
+    def check(self, request):
+        if settings.DEPLOYMENT_TIER != "self":
+            return None
+        host = _host_only(request.META.get("HTTP_HOST") or request.META.get("SERVER_NAME", ""))
+        allowed = _LOOPBACK_HOSTS | {h.lower() for h in settings.COVEL_ALLOWED_HOSTS}
+        if host in allowed:
+            return None
+        return error_response(403, "Host not allowed", "host_not_allowed")
+
+
+class OriginCheckMiddleware(_BaseMiddleware):
+    """Browser write-origin and foreign-embedding checks (spec 004 §鉴权, CORS note).
+
+    - Any method on /api*: Origin ``null`` or Sec-Fetch-Dest iframe/frame/embed/object → 403
+      foreign_request_refused.
+    - POST/PUT/PATCH/DELETE carrying Origin that is neither in CORS_ORIGIN nor the requested host
+      (Host or X-Forwarded-Host) → 403 origin_not_allowed.
+    """
+
+    def check(self, request):
+        origin = request.META.get("HTTP_ORIGIN")
+        if _is_api(request.path):
+            dest = request.META.get("HTTP_SEC_FETCH_DEST", "").strip().lower()
+            if (origin is not None and origin.strip().lower() == "null") or dest in _FOREIGN_DESTS:
+                return error_response(403, "Foreign request refused", "foreign_request_refused")
+        if origin is None or request.method not in _WRITE_METHODS:
+            return None
+        origin = origin.strip()
+        if origin in settings.CORS_ORIGINS:
+            return None
+        origin_host = (urlsplit(origin).netloc or "").lower()
+        targets = {(request.META.get("HTTP_HOST") or request.META.get("SERVER_NAME", "")).lower(), request.META.get("HTTP_X_FORWARDED_HOST", "").lower()}
+        if origin_host and origin_host in targets:
+            return None
+        return error_response(403, "Origin not allowed", "origin_not_allowed")
+
+
+class BodyLimitMiddleware(_BaseMiddleware):
+    """413 ``{"error": "Payload Too Large"}`` before any route reads an oversized body.
+
+    Chunked bodies under ASGI are cut off earlier by ``covel.asgi_limits.BodyLimitASGI``; this layer
+    covers Content-Length and bodies already read (WSGI, test client).
+    """
+
+    def check(self, request):
+        limit = body_limit_bytes(request.path, request.method or "GET")
+        length = request.META.get("CONTENT_LENGTH") or ""
+        if length.isdigit() and int(length) > limit:
+            return JsonResponse(PAYLOAD_TOO_LARGE, status=413)
+        return None
+
+
+class JsonBodyMiddleware(_BaseMiddleware):
+    """JSON bodies on /api/ must be objects: malformed → 400 invalid_json_body, other → 400 invalid_request_body."""
+
+    def check(self, request):
+        if not _is_api(request.path) or request.method not in _WRITE_METHODS:
+            return None
+        content_type = request.META.get("CONTENT_TYPE", "").split(";")[0].strip().lower()
+        if content_type and content_type != "application/json" and not content_type.endswith("+json"):
+            return None
+        body = request.body
+        if not body.strip():
+            return None
+        try:
+            data = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            return error_response(400, f"Malformed JSON body: {exc}", "invalid_json_body")
+        if not isinstance(data, dict):
+            return error_response(400, "Request body must be a JSON object", "invalid_request_body")
+        request.covel_json = data
+        return None
+
+
+class ApiEnvelopeMiddleware(_BaseMiddleware):
+    """Every non-2xx under /api/ leaves in the error envelope (unknown routes, 405, framework errors)."""
+
+    def finish(self, request, response):
+        if not _is_api(request.path) or response.status_code < 400 or response.streaming:
+            return response
+        if response.get("Content-Type", "").startswith("application/json") and is_envelope(response.content):
+            return response
+        if response.status_code == 404:
+            return error_response(404, f"Not found: {request.method} {request.path}", "not_found")
+        if response.status_code == 405:
+            return error_response(405, f"Method not allowed: {request.method} {request.path}", "method_not_allowed")
+        if response.status_code >= 500:
+            return error_response(response.status_code, "Internal server error")
+        return error_response(response.status_code, response.reason_phrase or "Request failed")
+
+
+class RequestLogMiddleware(_BaseMiddleware):
+    """One log line per request: method, path (no query string: it may carry tokens), status, ms."""
+
+    def check(self, request):
+        request.covel_started = time.perf_counter()
+        return None
+
+    def finish(self, request, response):
+        elapsed_ms = round((time.perf_counter() - getattr(request, "covel_started", time.perf_counter())) * 1000, 2)
+        fields = {
+            "method": request.method,
+            "path": request.path,
+            "status": response.status_code,
+            "duration_ms": elapsed_ms,
+            "remote": request.META.get("REMOTE_ADDR"),
+        }
+        logger.info("%s %s %s %sms", request.method, request.path, response.status_code, elapsed_ms, extra={"fields": fields})
+        return response

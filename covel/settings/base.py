@@ -1,0 +1,156 @@
+"""Every setting of the Covel server. Shapes (embedded/hosted/test) override only what differs.
+
+Environment variables follow the spec (004 §关键环境变量 and §鉴权): DEPLOYMENT_TIER,
+COVEL_DESKTOP_REST_TOKEN, COVEL_BIND_HOST, COVEL_ALLOWED_HOSTS, CORS_ORIGIN, RATE_LIMIT_RPM,
+COVEL_HOME, PORT/SERVER_PORT.
+"""
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+from covel.env import env_bool, env_choice, env_int, env_list, env_path, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+COVEL_VERSION = "0.1.0"
+# A new id per process start, reported by /api/health so clients notice restarts.
+COVEL_BOOT_ID = str(uuid.uuid4())
+
+COVEL_HOME = env_path("COVEL_HOME", Path("~/.covel"))
+
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", "covel-embedded-not-secret-" + "x" * 20)
+DEBUG = env_bool("COVEL_DEBUG", False)
+# Host checking is done by covel.middleware.HostCheckMiddleware so that it answers in the
+# spec's envelope (403 host_not_allowed) instead of Django's 400.
+ALLOWED_HOSTS = ["*"]
+
+DEPLOYMENT_TIER = env_choice("DEPLOYMENT_TIER", "self", ("self", "demo", "commercial"))
+COVEL_OPERATOR_TOKEN = env_str("COVEL_DESKTOP_REST_TOKEN")
+if DEPLOYMENT_TIER in ("demo", "commercial") and not COVEL_OPERATOR_TOKEN:
+    raise ImproperlyConfigured(
+        f"DEPLOYMENT_TIER={DEPLOYMENT_TIER} requires COVEL_DESKTOP_REST_TOKEN (the operator token)."
+    )
+COVEL_BIND_HOST = env_str("COVEL_BIND_HOST", "127.0.0.1")
+COVEL_ALLOWED_HOSTS = env_list("COVEL_ALLOWED_HOSTS")
+CORS_ORIGINS = env_list("CORS_ORIGIN")
+RATE_LIMIT_RPM = env_int("RATE_LIMIT_RPM", 60, minimum=1)
+COVEL_PORT = env_int("PORT", env_int("SERVER_PORT", 3001, minimum=1, maximum=65535), minimum=1, maximum=65535)
+
+# Request body limits in bytes (spec 004 §响应格式约定 请求体上限).
+BODY_LIMIT_DEFAULT_BYTES = 1 * 1024 * 1024
+BODY_LIMIT_LARGE_BYTES = 20 * 1024 * 1024
+BODY_LIMIT_CHECKPOINT_BYTES = 64 * 1024 * 1024
+# Django's own guard must not fire before ours (it would answer 400, not 413).
+DATA_UPLOAD_MAX_MEMORY_SIZE = None
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "sessions.apps.SessionsConfig",
+    "turns.apps.TurnsConfig",
+    "plugins_app.apps.PluginsAppConfig",
+    "jobs.apps.JobsConfig",
+    "media.apps.MediaConfig",
+]
+
+MIDDLEWARE = [
+    "covel.middleware.RequestLogMiddleware",
+    "covel.middleware.HostCheckMiddleware",
+    "covel.middleware.OriginCheckMiddleware",
+    "covel.middleware.BodyLimitMiddleware",
+    "covel.middleware.JsonBodyMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "covel.middleware.ApiEnvelopeMiddleware",
+]
+
+ROOT_URLCONF = "covel.urls"
+ASGI_APPLICATION = "covel.asgi.application"
+WSGI_APPLICATION = "covel.wsgi.application"
+APPEND_SLASH = False
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "/static/"
+STATIC_ROOT = COVEL_HOME / "static"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+MEDIA_ROOT = COVEL_HOME / "media"
+
+# Filled in by the shapes.
+STORE_BACKEND = "sqlite"
+DATABASES: dict = {}
+REDIS_URL: str | None = None
+CHANNEL_LAYERS: dict = {}
+
+# Background work: in-process worker threads (embedded) or Celery workers (hosted).
+COVEL_INPROCESS_WORKER = True
+COVEL_INPROCESS_WORKER_THREADS = env_int("COVEL_INPROCESS_WORKER_THREADS", 4, minimum=1, maximum=64)
+CELERY_BROKER_URL = "memory://"
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ROUTES = {
+    "turns.*": {"queue": "turns"},
+    "jobs.*": {"queue": "jobs"},
+    "media.*": {"queue": "media"},
+    "worldgen.*": {"queue": "worldgen"},
+}
+CELERY_TASK_DEFAULT_QUEUE = "jobs"
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ACKS_ON_FAILURE_OR_TIMEOUT = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# Session lock (spec 004 §多进程部署的会话锁): wait bound before 503 session_busy.
+COVEL_SESSION_LOCK_TIMEOUT_SECONDS = env_int("COVEL_SESSION_LOCK_TIMEOUT_SECONDS", 30, minimum=0)
+
+# Model provider used when COVEL_HOME/llm.toml is absent.
+COVEL_DEFAULT_MODEL_PROVIDER = "scripted"
+COVEL_LLM_TOML = env_str("COVEL_LLM_TOML")
+
+# Structured request logs: one JSON line per request (hosted), plain otherwise.
+COVEL_JSON_LOGS = env_bool("COVEL_JSON_LOGS", False)
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "covel.logging.JsonFormatter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": "INFO"},
+    "loggers": {
+        "django.server": {"level": "WARNING"},
+        "daphne": {"level": "WARNING"},
+    },
+}
+
+NINJA_PAGINATION_PER_PAGE = 50

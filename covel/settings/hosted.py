@@ -1,0 +1,33 @@
+"""Hosted shape: PostgreSQL (DATABASE_URL, psycopg 3) and Redis (REDIS_URL). Refuses to start without them."""
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from covel.env import env_bool, env_int, env_str
+
+from .base import *  # noqa: F401,F403
+from .base import LOGGING
+
+DATABASE_URL = env_str("DATABASE_URL")
+REDIS_URL = env_str("REDIS_URL")
+if not DATABASE_URL:
+    raise ImproperlyConfigured("The hosted shape needs DATABASE_URL (postgres://user@host:5432/db).")
+if not REDIS_URL:
+    raise ImproperlyConfigured("The hosted shape needs REDIS_URL (redis://127.0.0.1:6379/0).")
+if not DATABASE_URL.startswith(("postgres://", "postgresql://")):
+    raise ImproperlyConfigured("DATABASE_URL must be a PostgreSQL URL (postgres://...).")
+
+STORE_BACKEND = "pg"
+DATABASES = {
+    "default": dj_database_url.parse(
+        DATABASE_URL, conn_max_age=env_int("COVEL_DB_CONN_MAX_AGE", 60, minimum=0), conn_health_checks=True
+    )
+}
+CHANNEL_LAYERS = {
+    "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
+}
+COVEL_INPROCESS_WORKER = env_bool("COVEL_INPROCESS_WORKER", False)
+CELERY_BROKER_URL = REDIS_URL
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+COVEL_JSON_LOGS = env_bool("COVEL_JSON_LOGS", True)
+if COVEL_JSON_LOGS:
+    LOGGING["handlers"]["console"]["formatter"] = "json"

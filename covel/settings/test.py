@@ -1,0 +1,18 @@
+"""Test shape (SQLite): the embedded default with a throw-away COVEL_HOME."""
+import os
+import tempfile
+from pathlib import Path
+
+_home = Path(tempfile.mkdtemp(prefix="covel-test-home-"))
+os.environ["COVEL_HOME"] = str(_home)
+
+from .embedded import *  # noqa: E402,F401,F403
+from .embedded import DATABASES  # noqa: E402
+
+COVEL_HOME = _home
+MEDIA_ROOT = _home / "media"
+# A file database (not :memory:) so that worker threads and the test share committed rows.
+DATABASES["default"]["TEST"] = {"NAME": str(_home / "test.db")}
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+COVEL_SESSION_LOCK_TIMEOUT_SECONDS = 5
+COVEL_ALLOWED_HOSTS = ["testserver"]

@@ -1,0 +1,20 @@
+"""Test shape (hosted): PostgreSQL at TEST_DATABASE_URL and Redis at TEST_REDIS_URL (local defaults)."""
+import os
+import tempfile
+from pathlib import Path
+
+_home = Path(tempfile.mkdtemp(prefix="covel-test-home-"))
+os.environ["COVEL_HOME"] = str(_home)
+os.environ["DATABASE_URL"] = os.environ.get("TEST_DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/covel"
+os.environ["REDIS_URL"] = os.environ.get("TEST_REDIS_URL") or "redis://127.0.0.1:6379/15"
+os.environ.setdefault("COVEL_JSON_LOGS", "0")
+
+from .hosted import *  # noqa: E402,F401,F403
+
+COVEL_HOME = _home
+MEDIA_ROOT = _home / "media"
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+COVEL_SESSION_LOCK_TIMEOUT_SECONDS = 5
+# Tests drive background work themselves: in-process threads unless a test starts a real worker.
+COVEL_INPROCESS_WORKER = True
+COVEL_ALLOWED_HOSTS = ["testserver"]

@@ -1,0 +1,27 @@
+"""Detached runtime jobs, claimed by workers under renewable Redis leases with fencing tokens."""
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+
+
+class RuntimeJob(models.Model):
+    """A runtime run outside the player's turn. ``status``: queued → claimed → running → committing →
+    done | failed | orphaned. ``fencing_token`` grows with every claim; a commit carrying an older
+    token is refused by the database write."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey("covel_sessions.Session", on_delete=models.CASCADE, related_name="runtime_jobs")
+    plugin_id = models.CharField(max_length=128)
+    runtime_id = models.CharField(max_length=160)
+    status = models.CharField(max_length=16, default="queued", db_index=True)
+    fencing_token = models.BigIntegerField(default=0)
+    lease_owner = models.CharField(max_length=128, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.IntegerField(default=0)
+    payload = models.JSONField(default=dict)
+    result = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)

@@ -1,0 +1,24 @@
+"""Plugin data: per (session, plugin, namespace, key) JSON values, 256 KiB each (spec 004 §插件数据)."""
+from __future__ import annotations
+
+from django.db import models
+
+PLUGIN_DATA_VALUE_MAX_BYTES = 256 * 1024
+
+
+class PluginData(models.Model):
+    """One plugin-data value. Namespaces starting with ``_`` are reserved for the framework."""
+
+    session = models.ForeignKey("covel_sessions.Session", on_delete=models.CASCADE, related_name="plugin_data")
+    plugin_id = models.CharField(max_length=128)
+    namespace = models.CharField(max_length=128)
+    key = models.CharField(max_length=256)
+    value = models.JSONField(null=True)
+    version = models.IntegerField(default=1)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "plugin_id", "namespace", "key"], name="uniq_plugin_data_key")
+        ]
+        indexes = [models.Index(fields=["session", "plugin_id", "namespace"])]

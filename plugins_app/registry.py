@@ -1,0 +1,460 @@
+"""The plugin registry: discovered manifests, host state and what each entry module registered.
+
+Pure Python (no Django); the API layer caches one registry per COVEL_HOME.
+
+Python entry modules. A manifest names its entry with `entry: ./server/entry.py` (any package-
+relative `.py` path). The module is loaded by file path as `covel_plugin_<id>.<path.dotted>`
+(the plugin root is a synthetic package, so relative imports between the plugin's own modules
+work) and must define `register(api)`. `api` is a `PluginRegistrationApi`:
+
+    api.register_tool(name, handler, **options)          # contributes.tools
+    api.register_rpc(name, handler, **options)           # contributes.actions
+    api.register_form_validator(name, validator)         # contributes.forms
+    api.register_hook(event, handler, enforce="normal")  # contributes.hooks
+    api.register_service(contract, provider, **options)  # contributes.services
+
+Every registration must be declared in the manifest and every declaration must be registered
+(spec: "Every entry registration needs a declaration here, and every declaration needs an
+implementation"). Registrations are staged and published only when `register()` returns and all
+checks pass: a failing entry leaves nothing half-registered (hostState "error").
+Plugin code never imports the Django project; it gets everything through `api`.
+
+JavaScript entries (upstream packages) cannot run here: the plugin gets an `entry-not-loadable`
+error and hostState "error", while its declarative parts (runtimes, contributes) stay listed.
+A JavaScript function handler in an otherwise loadable plugin disables only that runtime.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import sys
+import threading
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from plugins_app.discovery import SOURCE_BUILTIN, DiscoveredPlugin, plugins_discover
+from plugins_app.manifests import (
+    HOOK_EVENTS,
+    PLUGIN_FILE,
+    PluginManifest,
+    RuntimeManifest,
+    package_path_resolve,
+    plugin_manifest_load,
+    runtime_handler_language,
+    text_languages,
+)
+from plugins_app.validation import Issue, error
+
+logger = logging.getLogger(__name__)
+
+HOST_DISCOVERED = "discovered"
+HOST_INSTALLED = "installed"
+HOST_LOADED = "loaded"
+HOST_ERROR = "error"
+
+CODE_ENTRY_NOT_LOADABLE = "entry-not-loadable"
+CODE_ENTRY_FAILED = "entry-failed"
+CODE_HANDLER_NOT_LOADABLE = "handler-not-loadable"
+CODE_REGISTRATION_UNDECLARED = "registration-undeclared"
+CODE_CONTRIBUTION_NOT_IMPLEMENTED = "contribution-not-implemented"
+
+
+class RegistrationError(ValueError):
+    """Raised by PluginRegistrationApi for an undeclared, duplicate or malformed registration."""
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One thing an entry registered. kind: tool|rpc|form_validator|hook|service; name: tool/action/
+    form name, hook event or service contract; target: the callable or provider object."""
+
+    plugin_id: str
+    kind: str
+    name: str
+    target: Any
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Registrations:
+    """Everything one entry registered, by kind and name (hooks: event → list)."""
+
+    tools: dict[str, Registration] = field(default_factory=dict)
+    rpcs: dict[str, Registration] = field(default_factory=dict)
+    form_validators: dict[str, Registration] = field(default_factory=dict)
+    hooks: dict[str, list[Registration]] = field(default_factory=dict)
+    services: dict[str, Registration] = field(default_factory=dict)
+
+
+class PluginRegistrationApi:
+    """The host API handed to a plugin entry's `register(api)`. Collects into a staging area."""
+
+    def __init__(self, manifest: PluginManifest):
+        self.plugin_id = manifest.id
+        self._manifest = manifest
+        self.staged = Registrations()
+
+    def _callable(self, kind: str, name: str, target: Any) -> None:
+        if not callable(target):
+            raise RegistrationError(f"{kind} {name!r}: handler must be callable")
+
+    def register_tool(self, name: Any, handler: Callable[..., Any] | None = None, **options: Any) -> None:
+        """Register a plugin tool. `name` may be a tool definition object with `.name` (and
+        `.handler` when handler is omitted). The name must be listed in contributes.tools."""
+        definition = None
+        if not isinstance(name, str):
+            definition, name = name, getattr(name, "name", None)
+            if handler is None:
+                handler = getattr(definition, "handler", None) or getattr(definition, "execute", None)
+            if not isinstance(name, str):
+                raise RegistrationError("tool definition has no name")
+            options = {**options, "definition": definition}
+        if name not in self._manifest.contributes.tools:
+            raise RegistrationError(f"tool {name!r} is not declared in contributes.tools")
+        if name in self.staged.tools:
+            raise RegistrationError(f"tool {name!r} is registered twice")
+        if definition is None or handler is not None:
+            self._callable("tool", name, handler)
+        self.staged.tools[name] = Registration(self.plugin_id, "tool", name, handler, options)
+
+    def register_rpc(self, name: str, handler: Callable[..., Any], **options: Any) -> None:
+        """Register an RPC action (plugin-rpc / slash commands); must be in contributes.actions."""
+        if name not in self._manifest.contributes.actions:
+            raise RegistrationError(f"action {name!r} is not declared in contributes.actions")
+        if name in self.staged.rpcs:
+            raise RegistrationError(f"action {name!r} is registered twice")
+        self._callable("action", name, handler)
+        self.staged.rpcs[name] = Registration(self.plugin_id, "rpc", name, handler, options)
+
+    def register_form_validator(self, name: str, validator: Callable[..., Any]) -> None:
+        """Register a synchronous, pure form validator; must be in contributes.forms (spec 000)."""
+        if name not in self._manifest.contributes.forms:
+            raise RegistrationError(f"form {name!r} is not declared in contributes.forms")
+        if name in self.staged.form_validators:
+            raise RegistrationError(f"form {name!r} is registered twice")
+        self._callable("form validator", name, validator)
+        self.staged.form_validators[name] = Registration(self.plugin_id, "form_validator", name, validator)
+
+    def register_hook(self, event: str, handler: Callable[..., Any], *, enforce: str = "normal") -> None:
+        """Register a lifecycle hook; the event must be declared in contributes.hooks."""
+        if event not in HOOK_EVENTS:
+            raise RegistrationError(f"unknown hook event {event!r}")
+        declared = {h.get("event") for h in self._manifest.contributes.hooks}
+        if event not in declared:
+            raise RegistrationError(f"hook {event!r} is not declared in contributes.hooks")
+        self._callable("hook", event, handler)
+        self.staged.hooks.setdefault(event, []).append(
+            Registration(self.plugin_id, "hook", event, handler, {"enforce": enforce})
+        )
+
+    def register_service(self, contract: str, provider: Any, **options: Any) -> None:
+        """Register a service for a contract id listed in contributes.services."""
+        if contract not in self._manifest.contributes.services:
+            raise RegistrationError(f"service {contract!r} is not declared in contributes.services")
+        if contract in self.staged.services:
+            raise RegistrationError(f"service {contract!r} is registered twice")
+        self.staged.services[contract] = Registration(self.plugin_id, "service", contract, provider, options)
+
+
+@dataclass
+class PluginRecord:
+    """A plugin as the registry sees it: manifest, source, hostState, error text and registrations.
+
+    host_state: discovered | installed | loaded | error (spec 004 PluginSummary.hostState).
+    error: client-safe text with the plugin root written as `<plugin>`.
+    registrations: what the entry registered; empty unless host_state == "loaded".
+    """
+
+    manifest: PluginManifest
+    source: str
+    host_state: str = HOST_DISCOVERED
+    error: str | None = None
+    issues: list[Issue] = field(default_factory=list)
+    registrations: Registrations = field(default_factory=Registrations)
+
+    @property
+    def id(self) -> str:
+        return self.manifest.id
+
+    @property
+    def is_loaded(self) -> bool:
+        return self.host_state == HOST_LOADED
+
+    def summary(self) -> dict[str, Any]:
+        """PluginSummary (spec 004 GET /api/plugins)."""
+        m = self.manifest
+        out: dict[str, Any] = {
+            "id": m.id,
+            "displayName": m.display_name if m.display_name is not None else m.id,
+            "description": m.description,
+            "kind": m.kind,
+            "source": self.source,
+            "hostState": self.host_state,
+            "provides": m.provided_contracts,
+            "requires": list(m.requires),
+            "optional": m.optional_contracts,
+            "conflicts": list(m.conflicts),
+            "extensions": [dict(e) for e in m.contributes.extensions],
+            "eventTopics": m.contributes.event_topics,
+            "runtimeCount": len(m.runtimes),
+            "runtimes": [r.summary() for r in m.runtimes],
+            "tools": list(m.contributes.tools),
+            "userSettings": [dict(s) for s in m.contributes.settings],
+            "tags": list(m.tags),
+            "languages": {
+                "text": text_languages(m.display_name, m.description),
+                "instructions": ["en"],
+            },
+        }
+        if self.error:
+            out["error"] = self.error
+        if m.disabled_runtimes:
+            out["disabledRuntimes"] = [dict(d) for d in m.disabled_runtimes]
+        if m.ignored_fields:
+            out["ignoredFields"] = m.ignored_fields
+        for key, value in (("version", m.version), ("author", m.author), ("license", m.license), ("homepage", m.homepage)):
+            if value is not None:
+                out[key] = value
+        return out
+
+    def detail(self) -> dict[str, Any]:
+        """PluginDetail (spec 004 GET /api/plugins/:id): summary + contracts, data, ui, runtimes."""
+        m = self.manifest
+        out = self.summary()
+        namespaces = list(m.contributes.data)
+        for runtime in m.runtimes:
+            for item in runtime.self_data:
+                ns = item.get("namespace")
+                if isinstance(ns, str) and ns not in namespaces:
+                    namespaces.append(ns)
+        for name in m.contributes.datasets:
+            if name not in namespaces:
+                namespaces.append(name)
+        out.update({
+            "dataSchemas": {k: dict(v) for k, v in m.contributes.data.items()},
+            "datasets": {k: dict(v) for k, v in m.contributes.datasets.items()},
+            "worldProjections": {
+                k: {"from": v.get("from"), "outputs": v.get("outputs")} for k, v in m.contributes.world_projections.items()
+            },
+            "declaredPluginDataNamespaces": namespaces,
+            "contracts": {k: dict(v) for k, v in m.contracts.items()},
+            "ui": {slot: [{"path": p} for p in paths] for slot, paths in m.contributes.ui.items()},
+            "actions": list(m.contributes.actions),
+            "commands": [dict(c) for c in m.contributes.commands],
+            "services": list(m.contributes.services),
+            "forms": list(m.contributes.forms),
+            "hooks": [dict(h) for h in m.contributes.hooks],
+            "events": [dict(e) for e in m.contributes.events],
+            "actionKinds": [dict(k) for k in m.contributes.action_kinds],
+            "runtimes": [r.detail() for r in m.runtimes],
+            "entry": m.entry,
+        })
+        return out
+
+
+@dataclass
+class PluginRegistry:
+    """All discovered plugins in discovery order (builtins first), keyed by id."""
+
+    records: dict[str, PluginRecord] = field(default_factory=dict)
+    shadowed: list[DiscoveredPlugin] = field(default_factory=list)
+
+    def get(self, plugin_id: str) -> PluginRecord | None:
+        return self.records.get(plugin_id)
+
+    def all(self) -> list[PluginRecord]:
+        return list(self.records.values())
+
+    def loaded(self) -> list[PluginRecord]:
+        return [r for r in self.records.values() if r.is_loaded]
+
+    def runtime(self, runtime_id: str) -> RuntimeManifest | None:
+        plugin_id = runtime_id.split("/", 1)[0]
+        record = self.records.get(plugin_id)
+        if record is None:
+            return None
+        return next((r for r in record.manifest.runtimes if r.id == runtime_id), None)
+
+    def tool(self, plugin_id: str, name: str) -> Registration | None:
+        record = self.records.get(plugin_id)
+        return record.registrations.tools.get(name) if record and record.is_loaded else None
+
+    def service_providers(self, contract: str) -> list[Registration]:
+        return [r.registrations.services[contract] for r in self.loaded() if contract in r.registrations.services]
+
+
+def _module_name(plugin_id: str) -> str:
+    return "covel_plugin_" + plugin_id.replace("-", "_")
+
+
+def module_load_by_path(root: Path, plugin_id: str, relpath: str) -> types.ModuleType:
+    """Import `root/relpath` as `covel_plugin_<id>.<dotted path>` with synthetic parent packages.
+
+    The module is (re)executed on every call; callers own caching. Raises whatever the module's
+    import raises (ImportError, SyntaxError, ...).
+    """
+    base = _module_name(plugin_id)
+    parts = Path(relpath).with_suffix("").parts
+    parts = tuple(p for p in parts if p not in (".", ""))
+    package_dir = root
+    package_name = base
+    for index in range(len(parts)):
+        if package_name not in sys.modules or getattr(sys.modules[package_name], "__path__", None) != [str(package_dir)]:
+            pkg = types.ModuleType(package_name)
+            pkg.__path__ = [str(package_dir)]  # type: ignore[attr-defined]
+            pkg.__package__ = package_name
+            sys.modules[package_name] = pkg
+        if index == len(parts) - 1:
+            break
+        package_dir = package_dir / parts[index]
+        package_name = f"{package_name}.{parts[index]}"
+    module_name = f"{base}.{'.'.join(parts)}"
+    spec = importlib.util.spec_from_file_location(module_name, root / relpath)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {relpath}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(module_name, None)
+        raise
+    return module
+
+
+def _entry_register(manifest: PluginManifest) -> tuple[Registrations | None, list[Issue]]:
+    """Run a Python entry's register(api); return (registrations or None, issues)."""
+    entry = manifest.entry or ""
+    relpath = entry.split(":", 1)[0]
+    resolved = package_path_resolve(manifest.root, relpath)
+    if resolved is None or not resolved.is_file():
+        return None, [error("entry-missing", f"entry module {entry} not found", PLUGIN_FILE, "entry")]
+    api = PluginRegistrationApi(manifest)
+    try:
+        module = module_load_by_path(manifest.root, manifest.id, str(resolved.relative_to(manifest.root.resolve())))
+        register = getattr(module, "register", None)
+        if not callable(register):
+            return None, [error(CODE_ENTRY_FAILED, "entry module defines no register(api) function", PLUGIN_FILE, "entry")]
+        register(api)
+    except RegistrationError as exc:
+        return None, [error(CODE_REGISTRATION_UNDECLARED, str(exc), PLUGIN_FILE, "contributes")]
+    except Exception as exc:  # plugin code may raise anything; nothing of it is published
+        logger.exception("plugin %s: entry register() failed", manifest.id)
+        return None, [error(CODE_ENTRY_FAILED, f"entry register() failed: {exc.__class__.__name__}: {exc}", PLUGIN_FILE, "entry")]
+    staged = api.staged
+    issues: list[Issue] = []
+    c = manifest.contributes
+    for kind, declared, registered in (
+        ("tools", c.tools, staged.tools), ("actions", c.actions, staged.rpcs),
+        ("forms", c.forms, staged.form_validators), ("services", c.services, staged.services),
+    ):
+        for index, name in enumerate(declared):
+            if name not in registered:
+                issues.append(error(CODE_CONTRIBUTION_NOT_IMPLEMENTED, f"{name!r} is declared but the entry did not register it", PLUGIN_FILE, f"contributes.{kind}.{index}"))
+    for index, hook in enumerate(c.hooks):
+        if hook.get("event") not in staged.hooks:
+            issues.append(error(CODE_CONTRIBUTION_NOT_IMPLEMENTED, f"hook {hook.get('event')!r} is declared but not registered", PLUGIN_FILE, f"contributes.hooks.{index}"))
+    if issues:
+        return None, issues
+    return staged, []
+
+
+def _needs_code(manifest: PluginManifest) -> bool:
+    c = manifest.contributes
+    return bool(c.tools or c.actions or c.forms or c.services or c.hooks)
+
+
+def plugin_record_build(found: DiscoveredPlugin, *, load_entries: bool = True) -> PluginRecord:
+    """Load one discovered package into a PluginRecord (never raises for bad packages)."""
+    manifest = plugin_manifest_load(found.root, expected_id=found.id)
+    record = PluginRecord(manifest=manifest, source=found.source, host_state=HOST_DISCOVERED)
+    issues = list(manifest.issues)
+    if manifest.has_errors:
+        record.host_state = HOST_ERROR
+    elif manifest.entry_language in ("javascript", "unknown"):
+        issues.append(error(CODE_ENTRY_NOT_LOADABLE, f"entry {manifest.entry} is not a Python module; it cannot run in this server", PLUGIN_FILE, "entry"))
+        record.host_state = HOST_ERROR
+    else:
+        # Function runtimes whose handler is not Python cannot run; drop them, keep the plugin.
+        kept: list[RuntimeManifest] = []
+        for runtime in manifest.runtimes:
+            if runtime_handler_language(runtime) not in (None, "python"):
+                message = f"function handler {runtime.function.handler} is not a Python module"  # type: ignore[union-attr]
+                issues.append(error(CODE_HANDLER_NOT_LOADABLE, message, runtime.source_path, "function.handler"))
+                disabled = {"sourcePath": runtime.source_path, "message": f"<plugin>/{runtime.source_path}: {message}"}
+                if runtime.output_contract:
+                    disabled["outputContract"] = runtime.output_contract
+                manifest.disabled_runtimes.append(disabled)
+            else:
+                kept.append(runtime)
+        manifest.runtimes = kept
+        if manifest.entry_language == "python":
+            if load_entries:
+                registrations, entry_issues = _entry_register(manifest)
+                issues.extend(entry_issues)
+                if registrations is None:
+                    record.host_state = HOST_ERROR
+                else:
+                    record.registrations = registrations
+                    record.host_state = HOST_LOADED
+        elif _needs_code(manifest):
+            issues.append(error(CODE_CONTRIBUTION_NOT_IMPLEMENTED, "contributes tools/actions/forms/services/hooks but declares no entry", PLUGIN_FILE, "entry"))
+            record.host_state = HOST_ERROR
+        else:
+            record.host_state = HOST_LOADED
+    record.issues = issues
+    if record.host_state == HOST_ERROR:
+        first = next((i for i in issues if i.is_error and (i.file or PLUGIN_FILE) not in {d["sourcePath"] for d in manifest.disabled_runtimes}), None)
+        first = first or next((i for i in issues if i.is_error), None)
+        record.error = f"<plugin>/{first.file or PLUGIN_FILE}: {first.message}" if first else "plugin failed to load"
+        record.registrations = Registrations()
+    return record
+
+
+def registry_build(
+    *, builtin_dir: Path | None = None, community_dir: Path | None = None, load_entries: bool = True
+) -> PluginRegistry:
+    """Discover and load every plugin. See plugins_discover for the directory rules.
+
+    load_entries=False parses manifests only (hostState stays "discovered" for Python entries).
+    """
+    found, shadowed = plugins_discover(builtin_dir=builtin_dir, community_dir=community_dir)
+    registry = PluginRegistry(shadowed=shadowed)
+    for item in found:
+        registry.records[item.id] = plugin_record_build(item, load_entries=load_entries)
+    return registry
+
+
+_cache: dict[str, PluginRegistry] = {}
+_cache_lock = threading.Lock()
+
+
+def registry_get(*, covel_home: Path | str | None, builtin_dir: Path | None = None) -> PluginRegistry:
+    """Process-wide registry snapshot for (COVEL_HOME, builtin dir); built once, then cached.
+
+    Spec 004: GET requests never rediscover plugins; call registry_reset() after installs.
+    """
+    key = f"{covel_home}|{builtin_dir}"
+    with _cache_lock:
+        registry = _cache.get(key)
+        if registry is None:
+            community = Path(covel_home) / "plugins" if covel_home is not None else None
+            registry = registry_build(builtin_dir=builtin_dir, community_dir=community)
+            _cache[key] = registry
+        return registry
+
+
+def registry_reset() -> None:
+    """Drop cached registries (after install/uninstall, and between tests)."""
+    with _cache_lock:
+        _cache.clear()
+
+
+__all__ = [
+    "HOST_DISCOVERED", "HOST_ERROR", "HOST_INSTALLED", "HOST_LOADED", "PluginRecord", "PluginRegistrationApi",
+    "PluginRegistry", "Registration", "RegistrationError", "Registrations", "SOURCE_BUILTIN",
+    "module_load_by_path", "plugin_record_build", "registry_build", "registry_get", "registry_reset",
+]

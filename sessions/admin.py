@@ -1,0 +1,74 @@
+from django.contrib import admin
+
+from . import models
+
+
+class _ReadOnlyAdmin(admin.ModelAdmin):
+    """Kernel-owned data: operators inspect it; only the commit chain writes it."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(models.World)
+class WorldAdmin(admin.ModelAdmin):
+    list_display = ("id", "name", "state", "created_at", "updated_at")
+    list_filter = ("state",)
+    search_fields = ("id", "name")
+
+
+@admin.register(models.Session)
+class SessionAdmin(admin.ModelAdmin):
+    list_display = ("id", "world_id", "status", "phase", "completed_player_turns", "locale", "created_at")
+    list_filter = ("status", "phase", "locale", "world_id")
+    search_fields = ("id", "world_id", "title")
+    exclude = ("owner_token_hash", "incarnation")
+    readonly_fields = ("event_epoch", "event_seq", "setup_runtimes", "completed_player_turns", "created_at", "updated_at")
+
+
+@admin.register(models.Character)
+class CharacterAdmin(_ReadOnlyAdmin):
+    list_display = ("character_id", "name", "type", "session", "version", "updated_at")
+    list_filter = ("type",)
+    search_fields = ("character_id", "name", "session__id")
+
+
+@admin.register(models.ChatMessage)
+class ChatMessageAdmin(_ReadOnlyAdmin):
+    list_display = ("message_id", "session", "role", "kind", "turn_id", "created_at")
+    list_filter = ("role", "kind")
+    search_fields = ("message_id", "session__id", "content")
+
+
+@admin.register(models.TurnMessage)
+class TurnMessageAdmin(_ReadOnlyAdmin):
+    list_display = ("session", "turn_id", "runtime_id", "role", "created_at")
+    list_filter = ("role",)
+    search_fields = ("session__id", "turn_id", "runtime_id")
+
+
+@admin.register(models.LorebookEntry)
+class LorebookEntryAdmin(admin.ModelAdmin):
+    list_display = ("entry_id", "title", "owner", "plugin_id", "enabled", "session")
+    list_filter = ("owner", "enabled")
+    search_fields = ("entry_id", "title", "content", "session__id")
+
+
+@admin.register(models.DimensionValue)
+class DimensionValueAdmin(_ReadOnlyAdmin):
+    list_display = ("dimension_id", "session", "version", "updated_at")
+    search_fields = ("dimension_id", "session__id")
+
+
+@admin.register(models.CharacterSchema)
+class CharacterSchemaAdmin(_ReadOnlyAdmin):
+    list_display = ("session", "updated_at")
+
+
+@admin.register(models.Snapshot)
+class SnapshotAdmin(_ReadOnlyAdmin):
+    list_display = ("snapshot_id", "session", "label", "completed_player_turns", "created_at")
+    search_fields = ("snapshot_id", "label", "session__id")

@@ -1,0 +1,86 @@
+"""Session owner token and operator token checks (spec 004 §鉴权：Session owner token).
+
+Tier ``self`` checks nothing (loopback bind + Host check protect it). Tiers ``demo``/``commercial``
+require, on every session-scoped endpoint, the session's owner token or the operator token
+(``COVEL_DESKTOP_REST_TOKEN``), sent as ``Authorization: Bearer``, ``X-Session-Token`` or
+``?session_token=``. A missing session is 404 before any 401.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+
+from django.conf import settings
+
+from covel.errors import SessionNotFound, Unauthorized
+
+
+def owner_checks_enabled() -> bool:
+    """True in the tiers that enforce owner tokens (demo, commercial)."""
+    return settings.DEPLOYMENT_TIER in ("demo", "commercial")
+
+
+def token_hash(token: str) -> str:
+    """SHA-256 hex digest of a token; only this is stored."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def new_owner_token() -> str:
+    """A fresh unguessable owner token (URL-safe, 256 bits)."""
+    return secrets.token_urlsafe(32)
+
+
+def request_tokens(request) -> list[str]:
+    """Every token the request presents: Bearer header, X-Session-Token, ?session_token= (in that order)."""
+    tokens: list[str] = []
+    auth = request.headers.get("Authorization", "")
+    if auth[:7].lower() == "bearer " and auth[7:].strip():
+        tokens.append(auth[7:].strip())
+    header = request.headers.get("X-Session-Token", "").strip()
+    if header:
+        tokens.append(header)
+    query = request.GET.get("session_token", "").strip()
+    if query:
+        tokens.append(query)
+    return tokens
+
+
+def is_operator(request) -> bool:
+    """True when the request carries the configured operator token."""
+    expected = settings.COVEL_OPERATOR_TOKEN
+    if not expected:
+        return False
+    return any(hmac.compare_digest(t.encode(), expected.encode()) for t in request_tokens(request))
+
+
+def require_operator(request) -> None:
+    """In hosted tiers, raise 401 operator_token_required unless the operator token is presented."""
+    if owner_checks_enabled() and not is_operator(request):
+        raise Unauthorized(code="operator_token_required", message="Operator token required")
+
+
+def session_owner_check(request, session) -> None:
+    """Raise 401 session_owner_required unless the tier is self, the request is the operator, or it
+    presents the session's owner token. Sessions with no stored hash are always refused."""
+    if not owner_checks_enabled() or is_operator(request):
+        return
+    stored = session.owner_token_hash
+    if stored and any(hmac.compare_digest(token_hash(t), stored) for t in request_tokens(request)):
+        return
+    raise Unauthorized(code="session_owner_required", message="Session owner token required")
+
+
+def session_get_authorized(request, session_id: str, *, for_update: bool = False):
+    """Load a session for a session-scoped endpoint: 404 session_not_found first, then the owner check.
+
+    Returns the Session model instance. Raises SessionNotFound (404) / Unauthorized (401).
+    """
+    from sessions.models import Session
+
+    queryset = Session.objects.select_for_update() if for_update else Session.objects
+    session = queryset.filter(pk=session_id).first()
+    if session is None:
+        raise SessionNotFound(session_id)
+    session_owner_check(request, session)
+    return session

@@ -1,0 +1,179 @@
+"""Worlds (server-store), sessions and the session state the kernel owns.
+
+Only ``sessions/services.py`` (and the commit chain's appliers, which call it) writes these tables.
+JSON fields hold camelCase wire shapes exactly as the spec writes them.
+"""
+from __future__ import annotations
+
+from django.db import models
+
+
+class World(models.Model):
+    """A world created through the API (``metadata.source == "store"``). File worlds are not rows.
+
+    ``package`` holds the loaded package dict (lore per locale, characters, lorebook, dimensions,
+    character schema, world data) in the same shape the file loader produces.
+    """
+
+    STATE_ACTIVE = "active"
+    STATE_DELETING = "deleting"
+
+    id = models.CharField(primary_key=True, max_length=128)
+    name = models.CharField(max_length=256)
+    metadata = models.JSONField(default=dict)
+    package = models.JSONField(default=dict)
+    state = models.CharField(max_length=16, default=STATE_ACTIVE, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class Session(models.Model):
+    """One playthrough of a world. ``status``: active|paused|ended; ``phase``: setup|playing.
+
+    ``owner_token_hash`` (SHA-256 hex of the owner token) and ``incarnation`` are private framework
+    fields: they never appear in a response. ``deletion_state`` is set before a delete starts so
+    concurrent writers see 409 session_deleting. ``event_epoch``/``event_seq`` number the session's
+    append-only event log (SSE cursor ``<epoch>:<seq>``).
+    """
+
+    STATUS_ACTIVE = "active"
+    STATUS_PAUSED = "paused"
+    STATUS_ENDED = "ended"
+    PHASE_SETUP = "setup"
+    PHASE_PLAYING = "playing"
+
+    id = models.CharField(primary_key=True, max_length=160)
+    world_id = models.CharField(max_length=128, db_index=True)
+    title = models.CharField(max_length=256, blank=True, default="")
+    status = models.CharField(max_length=16, default=STATUS_ACTIVE, db_index=True)
+    phase = models.CharField(max_length=16, default=PHASE_SETUP)
+    completed_player_turns = models.IntegerField(default=0)
+    setup_runtimes = models.JSONField(default=dict)
+    seats = models.JSONField(default=list)
+    active_plugins = models.JSONField(default=list)
+    locale = models.CharField(max_length=32, default="en-US")
+    metadata = models.JSONField(default=dict)
+    owner_token_hash = models.CharField(max_length=64, blank=True, default="")
+    incarnation = models.CharField(max_length=64)
+    deletion_state = models.CharField(max_length=16, blank=True, default="")
+    event_epoch = models.CharField(max_length=32)
+    event_seq = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class CharacterSchema(models.Model):
+    """The session's character schema (JSON Schema of character ``fields``)."""
+
+    session = models.OneToOneField(Session, on_delete=models.CASCADE, related_name="character_schema")
+    schema = models.JSONField(default=dict)
+    updated_at = models.DateTimeField(auto_now=True)
+
+
+class Character(models.Model):
+    """A character of a session; ``character_id`` unique per session, ``version`` bumps on each write."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="characters")
+    character_id = models.CharField(max_length=160)
+    name = models.CharField(max_length=256)
+    type = models.CharField(max_length=32, default="npc")
+    aliases = models.JSONField(default=list)
+    fields = models.JSONField(default=dict)
+    description = models.TextField(blank=True, default="")
+    version = models.IntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "character_id"], name="uniq_character_per_session")]
+        indexes = [models.Index(fields=["session", "name"])]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.character_id})"
+
+
+class ChatMessage(models.Model):
+    """A visible chat message. ``message_id`` is the stable id (idempotent sync); the PK orders history."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    message_id = models.CharField(max_length=160)
+    role = models.CharField(max_length=16)
+    kind = models.CharField(max_length=32, default="text")
+    content = models.TextField(blank=True, default="")
+    seat_id = models.CharField(max_length=64, blank=True, default="")
+    turn_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    metadata = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "message_id"], name="uniq_message_per_session")]
+        indexes = [models.Index(fields=["session", "id"])]
+
+
+class TurnMessage(models.Model):
+    """Prompt history (turn_messages): model-facing messages of a turn, per runtime, in order."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="turn_messages")
+    turn_id = models.CharField(max_length=64, db_index=True)
+    runtime_id = models.CharField(max_length=160, blank=True, default="")
+    role = models.CharField(max_length=16)
+    content = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["session", "id"])]
+
+
+class LorebookEntry(models.Model):
+    """A lorebook entry of a session. ``owner``: world | player | plugin (``plugin_id`` set for plugin)."""
+
+    OWNER_WORLD = "world"
+    OWNER_PLAYER = "player"
+    OWNER_PLUGIN = "plugin"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="lorebook")
+    entry_id = models.CharField(max_length=160)
+    owner = models.CharField(max_length=16, default=OWNER_PLAYER)
+    plugin_id = models.CharField(max_length=128, blank=True, default="")
+    title = models.CharField(max_length=256, blank=True, default="")
+    keys = models.JSONField(default=list)
+    content = models.TextField(blank=True, default="")
+    enabled = models.BooleanField(default=True)
+    priority = models.IntegerField(default=0)
+    metadata = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "entry_id"], name="uniq_lore_entry_per_session")]
+
+
+class DimensionValue(models.Model):
+    """A world dimension of a session: definition (incl. JSON Schema), current value, CAS ``version``."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="dimensions")
+    dimension_id = models.CharField(max_length=128)
+    definition = models.JSONField(default=dict)
+    value = models.JSONField(null=True)
+    version = models.IntegerField(default=1)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "dimension_id"], name="uniq_dimension_per_session")]
+
+
+class Snapshot(models.Model):
+    """A saved copy of a session's state (``data``), restorable or forkable."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="snapshots")
+    snapshot_id = models.CharField(max_length=160, unique=True)
+    label = models.CharField(max_length=256, blank=True, default="")
+    completed_player_turns = models.IntegerField(default=0)
+    data = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)

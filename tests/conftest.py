@@ -1,0 +1,39 @@
+"""Suite-wide fixtures. The hosted run (covel.settings.test_hosted) fails fast, never skips, when
+PostgreSQL or Redis is unreachable."""
+from __future__ import annotations
+
+import pytest
+from django.conf import settings
+
+HOW_TO_START = (
+    "Start them with:\n"
+    "  pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start\n"
+    '  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no\n'
+    "or point TEST_DATABASE_URL / TEST_REDIS_URL at running servers."
+)
+
+
+def pytest_configure(config):
+    if getattr(settings, "STORE_BACKEND", None) != "pg":
+        return
+    import psycopg
+    import redis
+
+    db = settings.DATABASES["default"]
+    try:
+        psycopg.connect(
+            host=db.get("HOST") or None, port=db.get("PORT") or None, user=db.get("USER") or None,
+            password=db.get("PASSWORD") or None, dbname="postgres", connect_timeout=3,
+        ).close()
+    except Exception as exc:
+        raise pytest.UsageError(f"hosted test run: PostgreSQL unreachable ({exc}).\n{HOW_TO_START}")
+    try:
+        redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=3).ping()
+    except Exception as exc:
+        raise pytest.UsageError(f"hosted test run: Redis at {settings.REDIS_URL} unreachable ({exc}).\n{HOW_TO_START}")
+
+
+@pytest.fixture
+def api(client):
+    """The Django test client, for requests under /api/ (Host checks and middleware run)."""
+    return client

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class TurnsConfig(AppConfig):
+    name = "turns"
+    label = "turns"

@@ -1,0 +1,144 @@
+"""Executions (turns), their results, traces, the session event log, runtime outputs, suspensions
+and interaction records. Written only by the turn engine's commit chain and ``turns/services.py``.
+"""
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+
+
+class Execution(models.Model):
+    """One POST /api/actions request and the turn(s) it runs.
+
+    ``status``: queued → running → committed | failed | interrupted | aborted.
+    ``claimed_by``/``claimed_at`` make a redelivered Celery task exit instead of running twice;
+    ``heartbeat_at`` lets a reaper mark a crashed worker's execution interrupted.
+    """
+
+    STATUS_QUEUED = "queued"
+    STATUS_RUNNING = "running"
+    STATUS_COMMITTED = "committed"
+    STATUS_FAILED = "failed"
+    STATUS_INTERRUPTED = "interrupted"
+    STATUS_ABORTED = "aborted"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey("covel_sessions.Session", on_delete=models.CASCADE, related_name="executions")
+    request_id = models.CharField(max_length=128)
+    type = models.CharField(max_length=32)
+    payload = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, default=STATUS_QUEUED, db_index=True)
+    trace_id = models.CharField(max_length=64)
+    turn_id = models.CharField(max_length=64, blank=True, default="")
+    claimed_by = models.CharField(max_length=128, blank=True, default="")
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "request_id"], name="uniq_request_per_session")]
+
+
+class TurnResult(models.Model):
+    """The outcome of one turn: committed or not, its origin (player | continuation | retry ...)."""
+
+    session = models.ForeignKey("covel_sessions.Session", on_delete=models.CASCADE, related_name="turn_results")
+    execution = models.ForeignKey(Execution, on_delete=models.SET_NULL, null=True, blank=True, related_name="turns")
+    turn_id = models.CharField(max_length=64)
+    origin = models.CharField(max_length=32, default="player")
+    committed = models.BooleanField(default=False)
+    abort_reason = models.CharField(max_length=128, blank=True, default="")
+    player_turn_index = models.IntegerField(null=True, blank=True)
+    input_message_id = models.CharField(max_length=160, blank=True, default="")
+    summary = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "turn_id"], name="uniq_turn_per_session")]
+        indexes = [models.Index(fields=["session", "id"])]
+
+
+class TraceEvent(models.Model):
+    """A persisted trace event (llm.calling, tool.*, step.* ...) of a trace, in ``seq`` order."""
+
+    session = models.ForeignKey("covel_sessions.Session", on_delete=models.CASCADE, related_name="trace_events")
+    trace_id = models.CharField(max_length=64, db_index=True)
+    turn_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    seq = models.IntegerField()
+    type = models.CharField(max_length=64)
+    plugin_id = models.CharField(max_length=128, blank=True, default="")
+    runtime_id = models.CharField(max_length=160, blank=True, default="")
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["session", "id"])]
+
+
+class SessionEvent(models.Model):
+    """Append-only per-session event log; ``seq`` is allocated from ``Session.event_seq`` in the
+    committing transaction, so SSE cursors ``<epoch>:<seq>`` replay without gaps or duplicates."""
+
+    session = models.ForeignKey("covel_sessions.Session", on_delete=models.CASCADE, related_name="events")
+    seq = models.BigIntegerField()
+    topic = models.CharField(max_length=64)
+    type = models.CharField(max_length=96)
+    turn_id = models.CharField(max_length=64, blank=True, default="")
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "seq"], name="uniq_event_seq_per_session")]
+
+
+class RuntimeOutput(models.Model):
+    """What one runtime produced in a turn: status, output, and the full prompt it saw."""
+
+    session = models.ForeignKey("covel_sessions.Session", on_delete=models.CASCADE, related_name="runtime_outputs")
+    output_id = models.CharField(max_length=64, unique=True)
+    turn_id = models.CharField(max_length=64, db_index=True)
+    plugin_id = models.CharField(max_length=128)
+    runtime_id = models.CharField(max_length=160)
+    status = models.CharField(max_length=16)
+    output = models.JSONField(default=dict)
+    full_prompt = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+
+class Suspension(models.Model):
+    """A runtime suspended by the ``suspend`` tool, waiting for a resume matching ``resume_schema``."""
+
+    session = models.ForeignKey("covel_sessions.Session", on_delete=models.CASCADE, related_name="suspensions")
+    suspension_id = models.CharField(max_length=64, unique=True)
+    turn_id = models.CharField(max_length=64)
+    plugin_id = models.CharField(max_length=128)
+    runtime_id = models.CharField(max_length=160)
+    status = models.CharField(max_length=16, default="pending", db_index=True)
+    resume_schema = models.JSONField(default=dict)
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+
+class InteractionRecord(models.Model):
+    """A form / choice / confirm a turn asked the player, and the answer when it came."""
+
+    session = models.ForeignKey("covel_sessions.Session", on_delete=models.CASCADE, related_name="interactions")
+    interaction_id = models.CharField(max_length=160)
+    turn_id = models.CharField(max_length=64)
+    type = models.CharField(max_length=16)
+    plugin_id = models.CharField(max_length=128, blank=True, default="")
+    runtime_id = models.CharField(max_length=160, blank=True, default="")
+    spec = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, default="pending", db_index=True)
+    answer = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    answered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "turn_id", "interaction_id"], name="uniq_interaction_per_turn")
+        ]
