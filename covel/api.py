@@ -67,12 +67,16 @@ def _mount_routers() -> None:
     from plugins_app.api import router as plugins_router
     from jobs.api import router as jobs_router
     from media.api import router as media_router
+    from sessions.api_worlds import router as worlds_router
+    from plugins_app.api_plugin_data import router as plugin_data_router
+    from turns.api_records import router as records_router
+    from turns.api_events import router as events_router
 
-    api.add_router("/", sessions_router)
-    api.add_router("/", turns_router)
-    api.add_router("/", plugins_router)
-    api.add_router("/", jobs_router)
-    api.add_router("/", media_router)
+    for router in (
+        worlds_router, sessions_router, turns_router, records_router, events_router,
+        plugins_router, plugin_data_router, jobs_router, media_router,
+    ):
+        api.add_router("/", router)
 
 
 _mount_routers()

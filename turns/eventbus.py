@@ -1,45 +1,135 @@
-"""Wake-ups for SSE readers after events are committed.
+"""Process-to-process signals: wake-ups for SSE readers and ephemeral frames (``narrative.delta``).
 
-``notify(session_id, seq)`` tells every reader of the session that the log grew up to ``seq``.
-In-process listeners are always notified; the hosted fan-out backend (see issue 8) also delivers the
-signal to other processes. Readers must treat a signal only as a hint and re-read the log.
+API: ``publish(channel, message)`` and ``subscribe(channel, callback) -> unsubscribe``. Channels are
+plain strings such as ``session:<id>`` (message ``{"seq": n}``: the session log grew to ``n``) and
+``execution:<id>`` (frames of a running execution).
+
+Backends: ``local`` (embedded default) dispatches inside this process; ``redis`` (hosted) publishes
+through Redis pub/sub and one listener thread per process dispatches every message to this process's
+subscribers, so every web process sees what any worker published. A signal is only a hint: readers
+re-read the durable log, so a lost message delays but never drops an event.
+Callbacks run on the publishing/listener thread and must not block (hand off to an event loop with
+``loop.call_soon_threadsafe``).
 """
 from __future__ import annotations
 
+import json
+import logging
 import threading
 from collections import defaultdict
-from typing import Callable
+from typing import Any, Callable
 
-_listeners: dict[str, set[Callable[[int], None]]] = defaultdict(set)
+from django.conf import settings
+
+logger = logging.getLogger("covel.eventbus")
+
+Callback = Callable[[dict[str, Any]], None]
+_PREFIX = "covel:"
+
+_listeners: dict[str, set[Callback]] = defaultdict(set)
 _lock = threading.Lock()
+_redis_state: dict[str, Any] = {}
 
 
-def subscribe(session_id: str, callback: Callable[[int], None]) -> Callable[[], None]:
-    """Register ``callback(seq)`` for the session's wake-ups; returns an unsubscribe function.
+def backend_name() -> str:
+    """``redis`` when REDIS_URL is configured and the store is pg, else ``local``."""
+    return "redis" if settings.REDIS_URL and settings.STORE_BACKEND == "pg" else "local"
 
-    Callbacks run on the notifying thread and must be quick and non-blocking (e.g. schedule onto an
-    event loop with ``loop.call_soon_threadsafe``).
-    """
+
+def subscribe(channel: str, callback: Callback) -> Callable[[], None]:
+    """Register ``callback(message)`` for ``channel``; returns an idempotent unsubscribe function."""
+    if backend_name() == "redis":
+        _ensure_redis_listener()
     with _lock:
-        _listeners[session_id].add(callback)
+        _listeners[channel].add(callback)
 
     def unsubscribe() -> None:
         with _lock:
-            _listeners[session_id].discard(callback)
-            if not _listeners[session_id]:
-                _listeners.pop(session_id, None)
+            listeners = _listeners.get(channel)
+            if listeners is not None:
+                listeners.discard(callback)
+                if not listeners:
+                    _listeners.pop(channel, None)
 
     return unsubscribe
 
 
-def notify_local(session_id: str, seq: int) -> None:
-    """Wake this process's listeners of ``session_id``."""
+def dispatch_local(channel: str, message: dict[str, Any]) -> None:
+    """Deliver ``message`` to this process's subscribers of ``channel``; a failing callback is logged."""
     with _lock:
-        callbacks = list(_listeners.get(session_id, ()))
+        callbacks = list(_listeners.get(channel, ()))
     for callback in callbacks:
-        callback(seq)
+        try:
+            callback(message)
+        except Exception:
+            logger.exception("eventbus callback failed on %s", channel)
+
+
+def publish(channel: str, message: dict[str, Any]) -> None:
+    """Send ``message`` (JSON-serialisable) to every subscriber of ``channel`` in every process.
+
+    Raises redis.RedisError when the hosted backend cannot publish (callers decide what a failed
+    fan-out means; the durable log is already written).
+    """
+    if backend_name() == "redis":
+        _redis_client().publish(_PREFIX + channel, json.dumps(message, ensure_ascii=False, default=str))
+    else:
+        dispatch_local(channel, message)
 
 
 def notify(session_id: str, seq: int) -> None:
-    """Wake every reader of the session (this process, and others through the fan-out backend)."""
-    notify_local(session_id, seq)
+    """Wake every reader of ``session_id``: its event log now reaches ``seq``."""
+    publish(f"session:{session_id}", {"seq": seq})
+
+
+def _redis_client():
+    import redis
+
+    client = _redis_state.get("client")
+    if client is None or _redis_state.get("url") != settings.REDIS_URL:
+        client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, health_check_interval=30)
+        _redis_state["client"] = client
+        _redis_state["url"] = settings.REDIS_URL
+    return client
+
+
+def _ensure_redis_listener() -> None:
+    with _lock:
+        thread = _redis_state.get("thread")
+        if thread is not None and thread.is_alive() and _redis_state.get("listen_url") == settings.REDIS_URL:
+            return
+        ready = threading.Event()
+        thread = threading.Thread(target=_listen, args=(settings.REDIS_URL, ready), name="covel-eventbus", daemon=True)
+        _redis_state["thread"] = thread
+        _redis_state["listen_url"] = settings.REDIS_URL
+        thread.start()
+    if not ready.wait(5):
+        raise RuntimeError("event bus: Redis pub/sub listener did not start (is REDIS_URL reachable?)")
+
+
+def _listen(url: str, ready: threading.Event) -> None:
+    import time
+
+    import redis
+
+    while True:
+        try:
+            client = redis.Redis.from_url(url, socket_connect_timeout=2, health_check_interval=30)
+            pubsub = client.pubsub(ignore_subscribe_messages=True)
+            pubsub.psubscribe(_PREFIX + "*")
+            # Wait for the subscription confirmation so publishes after subscribe() are not missed.
+            while pubsub.get_message(timeout=1.0) is None and not pubsub.subscribed:
+                pass
+            ready.set()
+            for raw in pubsub.listen():
+                if raw.get("type") != "pmessage":
+                    continue
+                channel = raw["channel"].decode() if isinstance(raw["channel"], bytes) else raw["channel"]
+                try:
+                    message = json.loads(raw["data"])
+                except ValueError:
+                    continue
+                dispatch_local(channel[len(_PREFIX):], message)
+        except Exception:
+            logger.exception("event bus listener lost Redis; reconnecting")
+            time.sleep(0.5)
