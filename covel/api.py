@@ -71,9 +71,10 @@ def _mount_routers() -> None:
     from plugins_app.api_plugin_data import router as plugin_data_router
     from turns.api_records import router as records_router
     from turns.api_events import router as events_router
+    from turns.api_setup import router as setup_router
 
     for router in (
-        worlds_router, sessions_router, turns_router, records_router, events_router,
+        worlds_router, sessions_router, turns_router, records_router, events_router, setup_router,
         plugins_router, plugin_data_router, jobs_router, media_router,
     ):
         api.add_router("/", router)
