@@ -9,7 +9,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/covel
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 PYTEST_ARGS ?=
 
-.PHONY: install run test test-sqlite test-hosted worker migrate
+.PHONY: install run test test-sqlite test-hosted worker migrate cluster-start cluster-stop e2e
 
 $(VENV)/.installed: requirements.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (found %s)" % sys.version.split()[0])'
@@ -40,3 +40,10 @@ test-sqlite: install
 test-hosted: install
 	TEST_DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
 		$(VENV)/bin/pytest --ds=covel.settings.test_hosted -q $(PYTEST_ARGS)
+
+# Local hosted-shape cluster (2 daphne + 2 Celery workers + Flower) on the local PostgreSQL/Redis.
+cluster-start: install
+	deploy/local-cluster.sh start
+
+cluster-stop:
+	deploy/local-cluster.sh stop
