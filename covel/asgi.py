@@ -15,4 +15,6 @@ from covel.startup import on_asgi_startup  # noqa: E402
 
 on_asgi_startup()
 
-application = ProtocolTypeRouter({"http": BodyLimitASGI(django_asgi)})
+from turns.event_stream import EventStreamThreadContext  # noqa: E402
+
+application = ProtocolTypeRouter({"http": BodyLimitASGI(EventStreamThreadContext(django_asgi))})

@@ -10,7 +10,7 @@ import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from celery import Task
+from celery.contrib.django.task import DjangoTask
 from django.conf import settings
 from django.db import close_old_connections, connections
 
@@ -92,8 +92,11 @@ class _InProcessResult:
         return self.future.done()
 
 
-class InProcessAwareTask(Task):
-    """Celery Task that honours COVEL_INPROCESS_WORKER: in-process pool instead of the broker."""
+class InProcessAwareTask(DjangoTask):
+    """Celery Task that honours COVEL_INPROCESS_WORKER: in-process pool instead of the broker.
+
+    Derives from Celery's DjangoTask so ``delay_on_commit`` (STYLE.md) is available on every task.
+    """
 
     abstract = True
 

@@ -21,6 +21,10 @@ def on_asgi_startup() -> None:
             redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2).ping()
         except Exception as exc:
             raise RuntimeError(f"Redis at REDIS_URL is unreachable ({exc}); refusing to start.") from exc
+        from turns import eventbus
+
+        # The event fan-out subscription must be live before we serve (turns/eventbus.py).
+        eventbus.start()
     lock = "pg-advisory" if settings.STORE_BACKEND == "pg" else "in-process"
     logger.info(
         "covel %s: store=%s tier=%s session lock: %s worker=%s",

@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
-import frontmatter
 import yaml
 
+from sessions.worldpkg.yamlio import frontmatter_parse
 from plugins_app.validation import (
     CODE_FILE_INVALID,
     CODE_ID_MISMATCH,
@@ -641,6 +641,7 @@ def frontmatter_read(path: Path, rel: str) -> tuple[dict[str, Any] | None, str, 
 
     Returns (metadata or None on failure, body, issues). Uses `frontmatter.parse` (not `load`)
     because manifests may legitimately contain a `handler` key, which `Post` would reject.
+    YAML 1.2 booleans: `off`/`on`/`yes`/`no` stay strings (see sessions.worldpkg.yamlio).
     """
     try:
         text = path.read_text(encoding="utf-8")
@@ -649,7 +650,7 @@ def frontmatter_read(path: Path, rel: str) -> tuple[dict[str, Any] | None, str, 
     if not text.lstrip("\ufeff").startswith("---"):
         return None, text, [error(CODE_MANIFEST_INVALID, "missing YAML frontmatter (--- ... ---)", rel)]
     try:
-        metadata, body = frontmatter.parse(text)
+        metadata, body = frontmatter_parse(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

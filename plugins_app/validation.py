@@ -123,3 +123,92 @@ def report_build(
     order = {SEVERITY_ERROR: 0, SEVERITY_WARNING: 1, SEVERITY_INFO: 2}
     ordered = sorted(issues, key=lambda i: order[i.severity])
     return PackageValidationReport(kind=kind, id=package_id, issues=list(ordered), extra_counts=dict(extra_counts or {}))
+
+
+# --------------------------------------------------------------------------------------------
+# Uploaded .zip packages (spec 004 "插件与世界安装": ZIP contents are checked by the archive reader)
+# --------------------------------------------------------------------------------------------
+
+MAX_ZIP_BYTES = 20 * 1024 * 1024  # upload limit (spec: multipart field file, at most 20 MiB)
+MAX_ZIP_UNCOMPRESSED_BYTES = 200 * 1024 * 1024
+MAX_ZIP_ENTRIES = 5000
+
+
+def zip_entry_problem(name: str, external_attr: int) -> str | None:
+    """Why a zip member name is unsafe (absolute, drive letter, backslash, `..`, symlink), or None."""
+    import stat
+
+    if not name or name.startswith(("/", "\\")) or "\\" in name or "\x00" in name:
+        return "absolute or malformed path"
+    if len(name) > 1 and name[1] == ":":
+        return "drive-letter path"
+    if any(part == ".." for part in name.split("/")):
+        return "path escapes the package (..)"
+    mode = (external_attr >> 16) & 0o170000
+    if mode and stat.S_ISLNK(mode):
+        return "symbolic link"
+    return None
+
+
+def zip_extract_safe(data: bytes, destination: "Path") -> list[Issue]:
+    """Extract a zip archive into `destination` if and only if every member is safe.
+
+    Returns issues: `zip-invalid` (not a zip / corrupt), `zip-unsafe-path` (zip-slip: absolute,
+    `..`, drive letter, backslash, symlink; field = member name), `zip-too-large`. With any error
+    nothing is extracted (the archive is checked completely before the first write).
+    """
+    import io
+    import zipfile
+    from pathlib import Path
+
+    destination = Path(destination)
+    if len(data) > MAX_ZIP_BYTES:
+        return [error(CODE_ZIP_TOO_LARGE, f"archive exceeds {MAX_ZIP_BYTES} bytes")]
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        members = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return [error(CODE_ZIP_INVALID, "not a readable zip archive")]
+    issues: list[Issue] = []
+    if len(members) > MAX_ZIP_ENTRIES:
+        issues.append(error(CODE_ZIP_TOO_LARGE, f"archive has more than {MAX_ZIP_ENTRIES} entries"))
+    if sum(m.file_size for m in members) > MAX_ZIP_UNCOMPRESSED_BYTES:
+        issues.append(error(CODE_ZIP_TOO_LARGE, "archive expands beyond the size limit"))
+    root = destination.resolve()
+    for member in members:
+        problem = zip_entry_problem(member.filename, member.external_attr)
+        if problem is None:
+            target = (root / member.filename).resolve()
+            if target != root and root not in target.parents:
+                problem = "path escapes the package"
+        if problem:
+            issues.append(error(CODE_ZIP_UNSAFE_PATH, problem, None, member.filename))
+    if has_errors(issues):
+        return issues
+    destination.mkdir(parents=True, exist_ok=True)
+    try:
+        for member in members:
+            if member.is_dir():
+                (root / member.filename).mkdir(parents=True, exist_ok=True)
+                continue
+            target = root / member.filename
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with archive.open(member) as src, open(target, "wb") as dst:
+                dst.write(src.read())
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        return [error(CODE_ZIP_INVALID, "archive member could not be read")]
+    return []
+
+
+def package_root_find(extracted: "Path", marker: str) -> "Path | None":
+    """The package root inside an extracted archive: the directory itself when `marker`
+    (PLUGIN.md / world.yaml) is at its root, else its single top-level folder holding it."""
+    from pathlib import Path
+
+    extracted = Path(extracted)
+    if (extracted / marker).is_file():
+        return extracted
+    children = [c for c in extracted.iterdir() if not c.name.startswith((".", "__MACOSX"))]
+    if len(children) == 1 and children[0].is_dir() and (children[0] / marker).is_file():
+        return children[0]
+    return None

@@ -1,4 +1,208 @@
-"""HTTP endpoints of this app (one ninja Router, mounted at /api/ by covel.api)."""
-from ninja import Router
+"""Session endpoints (spec 004 §会话管理, §会话座位, §行动类型目录, §会话插件管理, §状态查询,
+§消息历史, §角色数据, §Lorebook). Thin: authorize, parse, delegate to services/selectors.
 
-router = Router()
+Every operation with ``{session_id}`` in its path uses ``auth=session_scope`` (404 before 401).
+"""
+from __future__ import annotations
+
+from django.http import HttpRequest
+from ninja import Router
+from ninja.responses import Status
+
+from sessions import selectors, services
+from sessions.api_scope import request_json, session_scope
+from sessions.auth import is_operator, owner_checks_enabled, require_operator
+from sessions.catalog import plugin_registry
+from sessions.errors import InvalidRequest
+from sessions.schemas import seat_patch_parse
+
+router = Router(tags=["sessions"])
+
+_CREATE_FIELDS = {"worldId", "locale", "plugins", "id", "loreOverride", "autoAdvanceLimit", "seatRole"}
+
+
+def _int_param(request: HttpRequest, name: str, default: int, maximum: int) -> int:
+    raw = request.GET.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidRequest(code="invalid_query", message=f"{name} must be an integer") from None
+    if value < 1:
+        raise InvalidRequest(code="invalid_query", message=f"{name} must be at least 1")
+    return min(value, maximum)
+
+
+@router.get("/sessions")
+def list_sessions(request: HttpRequest):
+    """Sessions, newest first (``?worldId=``). Hosted tiers list only for the operator (others get [])."""
+    if owner_checks_enabled() and not is_operator(request):
+        return {"items": []}
+    sessions = selectors.session_list(world_id=request.GET.get("worldId") or None)
+    return {"items": [selectors.session_out(s, brief=True) for s in sessions]}
+
+
+@router.post("/sessions", response={201: dict})
+def create_session(request: HttpRequest):
+    """Create a session; the response carries ``ownerToken`` once (hosted tiers: operator token)."""
+    require_operator(request)
+    data = request_json(request)
+    for name in ("plugins",):
+        if name in data and (not isinstance(data[name], list) or not all(isinstance(p, str) for p in data[name])):
+            raise InvalidRequest(code="invalid_plugins", message="plugins must be an array of plugin ids")
+    if "seatRole" in data and not isinstance(data["seatRole"], str):
+        raise InvalidRequest(code="invalid_seat_role", message="seatRole must be player, host or spectator")
+    if "autoAdvanceLimit" in data and data["autoAdvanceLimit"] is None:
+        raise InvalidRequest(code="invalid_auto_advance_limit", message="autoAdvanceLimit must be an integer 0-10")
+    created = services.session_create(
+        world_id=data.get("worldId"), locale=data.get("locale"), plugins=data.get("plugins"), session_id=data.get("id"),
+        lore_override=data.get("loreOverride"), auto_advance_limit=data.get("autoAdvanceLimit"), seat_role=data.get("seatRole"),
+    )
+    body = selectors.session_out(created.session)
+    body.update(created.extras)
+    body["ownerToken"] = created.owner_token
+    return Status(201, body)
+
+
+@router.get("/sessions/{session_id}", auth=session_scope)
+def get_session(request: HttpRequest, session_id: str):
+    return selectors.session_out(request.auth)
+
+
+@router.patch("/sessions/{session_id}", auth=session_scope)
+def update_session(request: HttpRequest, session_id: str):
+    """status / runtimeModelOverrides / autoAdvanceLimit (absent fields stay unchanged)."""
+    data = request_json(request)
+    kwargs = {}
+    for wire, name in (("status", "status"), ("runtimeModelOverrides", "runtime_model_overrides"),
+                       ("autoAdvanceLimit", "auto_advance_limit")):
+        if wire in data:
+            kwargs[name] = data[wire]
+    session = services.session_update(session_id, **kwargs)
+    return selectors.session_out(session)
+
+
+@router.delete("/sessions/{session_id}", auth=session_scope)
+def delete_session(request: HttpRequest, session_id: str):
+    services.session_delete(session_id)
+    return {"ok": True}
+
+
+@router.get("/sessions/{session_id}/view", auth=session_scope)
+def get_session_view(request: HttpRequest, session_id: str):
+    return selectors.session_view(request.auth, plugin_registry())
+
+
+@router.get("/sessions/{session_id}/state", auth=session_scope)
+def get_session_state(request: HttpRequest, session_id: str):
+    return selectors.session_state(request.auth)
+
+
+@router.patch("/sessions/{session_id}/seats/{seat_id}", auth=session_scope)
+def update_seat(request: HttpRequest, session_id: str, seat_id: str):
+    """Body exactly ``{currentCharacterId}`` (400 invalid_body otherwise)."""
+    patch = seat_patch_parse(request_json(request))
+    if patch is None:
+        raise InvalidRequest(code="invalid_body", message="body must be { currentCharacterId: string }")
+    seats = services.seat_update(session_id, seat_id, current_character_id=patch.current_character_id)
+    return {"seats": seats}
+
+
+@router.get("/sessions/{session_id}/action-kinds", auth=session_scope)
+def list_action_kinds(request: HttpRequest, session_id: str):
+    return selectors.action_kinds(request.auth, plugin_registry())
+
+
+# --- session plugins ---------------------------------------------------------------------------
+
+
+@router.get("/sessions/{session_id}/plugins", auth=session_scope)
+def list_session_plugins(request: HttpRequest, session_id: str):
+    return selectors.session_plugins(request.auth, plugin_registry())
+
+
+@router.put("/sessions/{session_id}/plugins/{plugin_id}", auth=session_scope)
+def enable_session_plugin(request: HttpRequest, session_id: str, plugin_id: str):
+    return services.session_plugin_set(session_id, plugin_id, is_enabled=True)
+
+
+@router.delete("/sessions/{session_id}/plugins/{plugin_id}", auth=session_scope)
+def disable_session_plugin(request: HttpRequest, session_id: str, plugin_id: str):
+    return services.session_plugin_set(session_id, plugin_id, is_enabled=False)
+
+
+# --- messages ----------------------------------------------------------------------------------
+
+
+@router.get("/sessions/{session_id}/messages", auth=session_scope)
+def list_messages(request: HttpRequest, session_id: str):
+    return {"items": selectors.messages_all(request.auth)}
+
+
+@router.get("/sessions/{session_id}/messages/page", auth=session_scope)
+def list_messages_page(request: HttpRequest, session_id: str):
+    """Keyset page: ``?limit`` (default 80, max 500), ``?cursor`` (opaque; 400 invalid_cursor)."""
+    limit = _int_param(request, "limit", selectors.MESSAGES_PAGE_DEFAULT, selectors.MESSAGES_PAGE_MAX)
+    return selectors.messages_page(request.auth, limit=limit, cursor=request.GET.get("cursor") or None)
+
+
+@router.post("/sessions/{session_id}/messages/sync", auth=session_scope)
+def sync_messages(request: HttpRequest, session_id: str):
+    data = request_json(request)
+    if "messages" not in data:
+        raise InvalidRequest(code="invalid_request_body", message="body must be { messages: [...] }")
+    appended = services.messages_sync(session_id, data["messages"])
+    return {"ok": True, "appended": appended}
+
+
+# --- characters --------------------------------------------------------------------------------
+
+
+@router.get("/sessions/{session_id}/characters", auth=session_scope)
+def list_characters(request: HttpRequest, session_id: str):
+    return {"items": selectors.characters_list(request.auth)}
+
+
+@router.post("/sessions/{session_id}/characters", auth=session_scope)
+def upsert_character(request: HttpRequest, session_id: str):
+    """Create or update by id through one committed ``character.upsert`` proposal."""
+    character = services.character_upsert_commit(session_id, request_json(request))
+    return selectors.character_out(character, session_id)
+
+
+# --- lorebook ----------------------------------------------------------------------------------
+
+
+@router.get("/sessions/{session_id}/lorebook", auth=session_scope)
+def list_lorebook(request: HttpRequest, session_id: str):
+    return {"items": selectors.lorebook_list(request.auth)}
+
+
+@router.post("/sessions/{session_id}/lorebook", auth=session_scope, response={201: dict})
+def create_lorebook_entry(request: HttpRequest, session_id: str):
+    entry = services.lorebook_create(session_id, request_json(request))
+    return Status(201, selectors.lorebook_out(entry, session_id))
+
+
+@router.put("/sessions/{session_id}/lorebook/{entry_id}", auth=session_scope)
+def replace_lorebook_entry(request: HttpRequest, session_id: str, entry_id: str):
+    entry = services.lorebook_replace(session_id, entry_id, request_json(request))
+    return selectors.lorebook_out(entry, session_id)
+
+
+@router.patch("/sessions/{session_id}/lorebook/{entry_id}", auth=session_scope)
+def toggle_lorebook_entry(request: HttpRequest, session_id: str, entry_id: str):
+    data = request_json(request)
+    if set(data) != {"enabled"}:
+        raise InvalidRequest(code="invalid_request_body", message="body must be { enabled: boolean }")
+    services.lorebook_set_enabled(session_id, entry_id, data["enabled"])
+    return {"ok": True, "entryId": entry_id, "enabled": data["enabled"]}
+
+
+@router.delete("/sessions/{session_id}/lorebook/{entry_id}", auth=session_scope)
+def delete_lorebook_entry(request: HttpRequest, session_id: str, entry_id: str):
+    services.lorebook_delete(session_id, entry_id)
+    return {"ok": True}
+
+

@@ -1,4 +1,106 @@
-"""HTTP endpoints (a ninja Router mounted at /api/ by covel.api)."""
-from ninja import Router
+"""World endpoints (spec 004 世界管理), mounted at /api/ by covel.api.
 
-router = Router()
+GET/POST /worlds, GET/PATCH/DELETE /worlds/:id, GET /worlds/:id/dimensions/export,
+POST /worlds/:id/dimensions/import, GET /worlds/:id/plugin-plan, GET /worlds/:id/gallery and
+GET /worlds/:id/gallery/:source/:file. Logic lives in sessions/world_services.py and
+sessions/world_selectors.py.
+"""
+from __future__ import annotations
+
+import json
+
+from django.http import FileResponse, HttpResponse, HttpResponseNotModified
+from ninja import Router
+from ninja.responses import Status
+
+from covel.errors import ApiError
+from sessions import world_selectors as selectors
+from sessions import world_services as services
+from sessions.auth import require_operator
+from sessions.catalog import plugin_registry
+from sessions.errors import WorldNotFound
+from sessions.world_schemas import WorldIn, WorldPatch
+from sessions.worldpkg.dimensions import dimensions_export
+
+router = Router(tags=["worlds"])
+
+
+@router.get("/worlds")
+def list_worlds(request):
+    return {"items": selectors.world_list()}
+
+
+@router.post("/worlds", response={201: dict})
+def create_world(request, payload: WorldIn):
+    require_operator(request)  # hosted tiers: global world writes need the operator token
+    return Status(201, services.world_create(payload=payload.model_dump(exclude_none=True)))
+
+
+@router.get("/worlds/{world_id}")
+def get_world(request, world_id: str):
+    view = selectors.world_get(world_id)
+    if view is None:
+        raise WorldNotFound(world_id)
+    return view.record
+
+
+@router.patch("/worlds/{world_id}")
+def update_world(request, world_id: str, payload: WorldPatch):
+    require_operator(request)  # hosted tiers: global world writes need the operator token
+    return services.world_update(world_id=world_id, patch=payload.model_dump(exclude_none=True))
+
+
+@router.delete("/worlds/{world_id}")
+def delete_world(request, world_id: str):
+    require_operator(request)  # hosted tiers: global world writes need the operator token
+    return services.world_delete(world_id=world_id)
+
+
+@router.get("/worlds/{world_id}/dimensions/export")
+def export_world_dimensions(request, world_id: str, format: str = "yaml"):
+    if format not in ("yaml", "json"):
+        raise ApiError(400, "invalid_format", "format must be yaml or json")
+    text, content_type = dimensions_export(services.world_dimensions_get(world_id=world_id), format)
+    response = HttpResponse(text, content_type=f"{content_type}; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{world_id}-dimensions.{format}"'
+    return response
+
+
+@router.post("/worlds/{world_id}/dimensions/import")
+def import_world_dimensions(request, world_id: str):
+    require_operator(request)  # hosted tiers: global world writes need the operator token
+    try:
+        payload = json.loads(request.body or b"null")
+    except (ValueError, UnicodeDecodeError):
+        raise ApiError(400, "invalid_json_body", "Body is not valid JSON")
+    return services.world_dimensions_replace(world_id=world_id, payload=payload)
+
+
+@router.get("/worlds/{world_id}/plugin-plan")
+def get_world_plugin_plan(request, world_id: str):
+    return services.world_plugin_plan(world_id=world_id, registry=plugin_registry())
+
+
+@router.get("/worlds/{world_id}/gallery")
+def list_world_gallery(request, world_id: str):
+    gallery = services.world_gallery(world_id=world_id)
+    items = [{k: v for k, v in item.items() if k != "_path"} for item in gallery["items"]]
+    out = {"items": items}
+    if "themeMusic" in gallery:
+        out["themeMusic"] = {k: v for k, v in gallery["themeMusic"].items() if k != "_path"}
+    return out
+
+
+@router.get("/worlds/{world_id}/gallery/{source}/{file}")
+def get_world_gallery_file(request, world_id: str, source: str, file: str):
+    path, version = services.world_gallery_file(world_id=world_id, source=source, file=file)
+    etag = f'"{version}"'
+    cache = "public, max-age=31536000, immutable" if request.GET.get("v") == version else "no-cache"
+    if request.headers.get("If-None-Match") == etag:
+        response = HttpResponseNotModified()
+    else:
+        response = FileResponse(open(path, "rb"))
+    response["ETag"] = etag
+    response["Cache-Control"] = cache
+    response["X-Content-Type-Options"] = "nosniff"
+    return response

@@ -6,6 +6,7 @@ JSON fields hold camelCase wire shapes exactly as the spec writes them.
 from __future__ import annotations
 
 from django.db import models
+from django.utils import timezone
 
 
 class World(models.Model):
@@ -40,6 +41,7 @@ class Session(models.Model):
     """
 
     STATUS_ACTIVE = "active"
+    DELETION_DELETING = "deleting"
     STATUS_PAUSED = "paused"
     STATUS_ENDED = "ended"
     PHASE_SETUP = "setup"
@@ -59,6 +61,7 @@ class Session(models.Model):
     owner_token_hash = models.CharField(max_length=64, blank=True, default="")
     incarnation = models.CharField(max_length=64)
     deletion_state = models.CharField(max_length=16, blank=True, default="")
+    deletion_started_at = models.DateTimeField(null=True, blank=True)
     event_epoch = models.CharField(max_length=32)
     event_seq = models.BigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
@@ -87,7 +90,7 @@ class Character(models.Model):
     fields = models.JSONField(default=dict)
     description = models.TextField(blank=True, default="")
     version = models.IntegerField(default=1)
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -109,11 +112,13 @@ class ChatMessage(models.Model):
     seat_id = models.CharField(max_length=64, blank=True, default="")
     turn_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
     metadata = models.JSONField(default=dict)
-    created_at = models.DateTimeField(auto_now_add=True)
+    # Settable: POST /messages/sync may carry the client's createdAt. History is ordered by
+    # (created_at, id); the keyset cursor of GET /messages/page encodes that pair.
+    created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["session", "message_id"], name="uniq_message_per_session")]
-        indexes = [models.Index(fields=["session", "id"])]
+        indexes = [models.Index(fields=["session", "id"]), models.Index(fields=["session", "created_at", "id"])]
 
 
 class TurnMessage(models.Model):
@@ -131,7 +136,15 @@ class TurnMessage(models.Model):
 
 
 class LorebookEntry(models.Model):
-    """A lorebook entry of a session. ``owner``: world | player | plugin (``plugin_id`` set for plugin)."""
+    """A lorebook entry of a session. ``owner``: world | player | plugin (``plugin_id`` set for plugin).
+
+    Identity is (session, owner, plugin_id, entry_id) (spec 004 §Lorebook: 词条的身份键是
+    (sessionId, owner, entryId)); different owners may reuse an entry id.
+    ``strategy``: constant | selective; ``insertion_order`` orders the list and injection.
+    """
+
+    STRATEGY_CONSTANT = "constant"
+    STRATEGY_SELECTIVE = "selective"
 
     OWNER_WORLD = "world"
     OWNER_PLAYER = "player"
@@ -146,12 +159,18 @@ class LorebookEntry(models.Model):
     content = models.TextField(blank=True, default="")
     enabled = models.BooleanField(default=True)
     priority = models.IntegerField(default=0)
+    strategy = models.CharField(max_length=16, default=STRATEGY_SELECTIVE)
+    position = models.CharField(max_length=32, blank=True, default="")
+    insertion_order = models.IntegerField(default=0)
     metadata = models.JSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["session", "entry_id"], name="uniq_lore_entry_per_session")]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "owner", "plugin_id", "entry_id"], name="uniq_lore_entry_per_owner")
+        ]
+        indexes = [models.Index(fields=["session", "insertion_order", "id"])]
 
 
 class DimensionValue(models.Model):

@@ -1,4 +1,93 @@
-"""HTTP endpoints of this app (one ninja Router, mounted at /api/ by covel.api)."""
+"""POST /api/actions (the SSE action bridge) and GET /api/sessions/:id/execution (spec 004
+§Actions（SSE 桥接）, §刷新与未完成回合恢复). One ninja Router, mounted at /api/ by covel.api."""
+from __future__ import annotations
+
+import json
+
+from django.http import StreamingHttpResponse
 from ninja import Router
 
-router = Router()
+from covel.errors import ApiError
+from sessions.auth import session_get_authorized
+from turns import errors, services
+from turns.errors import SessionIncarnationChanged
+from turns.schemas import SessionExecutionStatusOut
+from turns.sse import execution_stream
+
+router = Router(tags=["actions"])
+
+_ACTIONS_OPENAPI = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {
+            "type": "object",
+            "required": ["requestId", "type", "sessionId", "payload"],
+            "additionalProperties": False,
+            "properties": {
+                "requestId": {"type": "string"},
+                "type": {"type": "string", "enum": list(services.PAYLOAD_MODELS)},
+                "sessionId": {"type": "string"},
+                "model": {"type": "string"},
+                "payload": {"type": "object"},
+            },
+        }}},
+    },
+    "responses": {"200": {"description": "SSE stream of SseEnvelope frames",
+                          "content": {"text/event-stream": {}}}},
+}
+
+
+def _request_body(request) -> object:
+    cached = getattr(request, "covel_json", None)
+    if cached is not None:
+        return cached
+    if not request.body.strip():
+        raise ApiError(400, errors.INVALID_ACTION_REQUEST, "Request body is required")
+    try:
+        return json.loads(request.body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(400, "invalid_json_body", f"Malformed JSON body: {exc}") from None
+
+
+@router.post("/actions", openapi_extra=_ACTIONS_OPENAPI, response={200: None})
+def post_action(request):
+    """Run a player action as a turn and stream its events (text/event-stream of SseEnvelope).
+
+    Rejections before the stream are JSON errors: 400 invalid_action_request, 404
+    session_not_found, 404 seat_not_found, 409 seat_not_human / unknown_action_kind /
+    action_kind_not_allowed / actor_not_bound, 400 invalid_action / invalid_action_fields,
+    409 session_not_active / session_deleting / request_id_conflict, 400 no_active_plugins.
+    """
+    action = services.action_request_parse(_request_body(request))
+    session = session_get_authorized(request, action.session_id)
+    execution, _created = services.execution_request(session=session, request=action)
+    response = StreamingHttpResponse(
+        execution_stream(
+            execution_id=str(execution.id),
+            request_id=execution.request_id,
+            trace_id=execution.trace_id,
+            session_id=execution.session_id,
+            turn_id=execution.turn_id,
+        ),
+        content_type="text/event-stream; charset=utf-8",
+    )
+    response["Cache-Control"] = "no-cache, no-transform"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+@router.get("/sessions/{session_id}/execution", response=SessionExecutionStatusOut, exclude_none=True)
+def get_session_execution(request, session_id: str):
+    """SessionExecutionStatus: is a turn running on this session? Never waits for the turn's lock.
+
+    404 session_not_found, 401 session_owner_required, 409 session_incarnation_changed when the
+    session was deleted or recreated while the status was being read.
+    """
+    from sessions.models import Session
+
+    session = session_get_authorized(request, session_id)
+    status = services.execution_status(session)
+    incarnation = Session.objects.filter(pk=session_id).values_list("incarnation", flat=True).first()
+    if incarnation != session.incarnation:
+        raise SessionIncarnationChanged()
+    return status

@@ -9,7 +9,8 @@ through Redis pub/sub and one listener thread per process dispatches every messa
 subscribers, so every web process sees what any worker published. A signal is only a hint: readers
 re-read the durable log, so a lost message delays but never drops an event.
 Callbacks run on the publishing/listener thread and must not block (hand off to an event loop with
-``loop.call_soon_threadsafe``).
+``loop.call_soon_threadsafe``). After the Redis listener reconnects, every channel with subscribers
+gets ``{"resync": true}`` (messages sent during the outage are lost; readers re-read the log).
 """
 from __future__ import annotations
 
@@ -29,6 +30,14 @@ _PREFIX = "covel:"
 _listeners: dict[str, set[Callback]] = defaultdict(set)
 _lock = threading.Lock()
 _redis_state: dict[str, Any] = {}
+
+
+def start() -> None:
+    """Start this process's bus listener now (web start-up). Hosted: raises RuntimeError when the
+    Redis pub/sub subscription cannot be established — the server refuses to start instead of
+    silently falling back to in-process delivery (spec 004 §多实例能力边界). Embedded: no-op."""
+    if backend_name() == "redis":
+        _ensure_redis_listener()
 
 
 def backend_name() -> str:
@@ -87,7 +96,10 @@ def _redis_client():
 
     client = _redis_state.get("client")
     if client is None or _redis_state.get("url") != settings.REDIS_URL:
-        client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, health_check_interval=30)
+        # Bounded timeouts: a hung Redis turns into a fan-out failure, not a stuck commit.
+        client = redis.Redis.from_url(
+            settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2, health_check_interval=30
+        )
         _redis_state["client"] = client
         _redis_state["url"] = settings.REDIS_URL
     return client
@@ -112,6 +124,7 @@ def _listen(url: str, ready: threading.Event) -> None:
 
     import redis
 
+    connected_before = False
     while True:
         try:
             client = redis.Redis.from_url(url, socket_connect_timeout=2, health_check_interval=30)
@@ -121,6 +134,11 @@ def _listen(url: str, ready: threading.Event) -> None:
             while pubsub.get_message(timeout=1.0) is None and not pubsub.subscribed:
                 pass
             ready.set()
+            if connected_before:
+                # Messages published while we were disconnected are gone: wake every reader so it
+                # re-reads the durable log now rather than at its next poll.
+                _dispatch_resync()
+            connected_before = True
             for raw in pubsub.listen():
                 if raw.get("type") != "pmessage":
                     continue
@@ -133,3 +151,10 @@ def _listen(url: str, ready: threading.Event) -> None:
         except Exception:
             logger.exception("event bus listener lost Redis; reconnecting")
             time.sleep(0.5)
+
+
+def _dispatch_resync() -> None:
+    with _lock:
+        channels = list(_listeners)
+    for channel in channels:
+        dispatch_local(channel, {"resync": True})

@@ -4,21 +4,44 @@ Writers call ``session_events_append`` inside their transaction; rows get consec
 numbers allocated from ``Session.event_seq`` under a row lock, and subscribers are woken through
 ``turns.eventbus`` only after the transaction commits — so a subscriber never sees an event that
 was rolled back, and a lost wake-up can delay but never drop an event (readers re-read the log).
+
+Cursors are ``<epoch>:<seq>`` (spec 004 §SSE 协议, SubscriptionEvent.id): ``epoch`` is the
+session's ``event_epoch``, ``seq`` the last event the client has seen (0 = none yet).
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Max, Min
 
-TOPICS = ("session", "turn", "character", "plugin-data", "ui", "interaction", "system", "job", "media", "custom")
+logger = logging.getLogger("covel.events")
+
+# SubscriptionTopic (spec 004 §SSE 协议; the closed set `topics=` accepts).
+SUBSCRIPTION_TOPICS = ("runtime", "state", "game", "plugin", "session", "store", "system", "trace", "hooks", "job")
+# Finer topics the foundation announced for writers; accepted both when appending and in `topics=`.
+EXTRA_TOPICS = ("turn", "character", "plugin-data", "ui", "interaction", "media", "custom")
+TOPICS = SUBSCRIPTION_TOPICS + EXTRA_TOPICS
+
+TOPIC_SYSTEM = "system"
+TOPIC_GAME = "game"
+TYPE_CONNECTED = "system.connected"
+TYPE_RESET = "system.reset"
+TYPE_HEARTBEAT = "system.heartbeat"
+TYPE_EVENT_EMITTED = "event.emitted"
+TYPE_FANOUT_FAILED = "commit.fanout.failed"
+RESET_FANOUT_FAILED = "commit_fanout_failed"
+
+# Trim the log every this many appended events (amortises the DELETE).
+_TRIM_EVERY = 64
 
 
 @dataclass
 class NewEvent:
-    """An event to append. ``topic`` is a SubscriptionTopic, ``type`` e.g. "plugin-data.changed"."""
+    """An event to append. ``topic`` is one of TOPICS, ``type`` e.g. "plugin-data.changed"."""
 
     type: str
     topic: str
@@ -26,22 +49,140 @@ class NewEvent:
     turn_id: str = ""
 
 
-def session_events_append(session_id: str, events: list[NewEvent]) -> list:
+@dataclass(frozen=True)
+class EventCursor:
+    """A parsed ``<epoch>:<seq>`` cursor."""
+
+    epoch: str
+    seq: int
+
+    def __str__(self) -> str:
+        return f"{self.epoch}:{self.seq}"
+
+
+def cursor_parse(raw: str | None) -> EventCursor | None:
+    """Parse ``<epoch>:<seq>``; None when malformed (empty epoch, seq not a non-negative integer).
+
+    The epoch is everything before the last ``:`` and is compared as an opaque string.
+    """
+    if not raw:
+        return None
+    epoch, sep, seq = raw.strip().rpartition(":")
+    if not sep or not epoch or not seq.isdigit() or not seq.isascii():
+        return None
+    return EventCursor(epoch, int(seq))
+
+
+def session_event_cursor(session) -> str:
+    """The cursor of ``session``'s newest event: ``"<event_epoch>:<event_seq>"``.
+
+    ``session`` is a sessions.models.Session as just read; GET /api/sessions/:id/view returns this
+    as ``eventCursor`` (read it before the rest of the view so the client re-receives, never
+    misses, events committed while the view was assembled).
+    """
+    return f"{session.event_epoch}:{session.event_seq}"
+
+
+def session_events_append(session_id: str, events: list[NewEvent], *, trace_id: str = "") -> list:
     """Append ``events`` to the session's log in the caller's transaction; returns the SessionEvent rows.
 
-    Must run inside ``transaction.atomic()``. Seqs are consecutive and strictly increasing per session.
-    Publishing (waking SSE readers) is scheduled with ``transaction.on_commit``.
+    Must run inside ``transaction.atomic()`` (RuntimeError otherwise). Seqs are consecutive and
+    strictly increasing per session, and commit in seq order (the session row lock serializes
+    appenders). Raises ValueError for a topic outside TOPICS.
+    After commit the readers of every web process are woken (``eventbus.notify``). If that
+    publish fails the events are still in the log; the failure is handled as
+    ``commit.fanout.failed`` (spec 004 §SSE 协议): a trace row under ``trace_id`` when given and a
+    ``system.reset`` event in the log so every subscriber is told to re-read the session.
+    """
+    if not events:
+        return []
+    for event in events:
+        if event.topic not in TOPICS:
+            raise ValueError(f"unknown event topic {event.topic!r} (one of {', '.join(TOPICS)})")
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("session_events_append must be called inside transaction.atomic()")
+    rows, last_seq = _append_rows(session_id, events)
+
+    def _wake() -> None:
+        from turns import eventbus
+
+        try:
+            eventbus.notify(session_id, last_seq)
+        except Exception as exc:  # the bus is outside the process: any failure is a fan-out failure
+            session_fanout_failed(session_id, last_seq, exc, trace_id=trace_id)
+
+    transaction.on_commit(_wake)
+    return rows
+
+
+def session_fanout_failed(session_id: str, seq: int, error: BaseException | str, *, trace_id: str = "") -> None:
+    """Handle a committed append whose wake-up could not be published (``commit.fanout.failed``).
+
+    Writes, in its own transaction, a ``system.reset`` event (topic ``system``, payload
+    ``{"reason": "commit_fanout_failed", "throughSeq": seq}``) so subscribers in every process see
+    a reset (they find it by polling the log) instead of a silent gap, and a ``commit.fanout.failed``
+    trace row when ``trace_id`` is given. Wakes this process's readers directly. Never raises.
+    """
+    from turns import eventbus
+    from turns.models import TraceEvent
+
+    logger.error("commit.fanout.failed session=%s seq=%s: %s", session_id, seq, error)
+    try:
+        with transaction.atomic():
+            reset = NewEvent(type=TYPE_RESET, topic=TOPIC_SYSTEM, payload={"reason": RESET_FANOUT_FAILED, "throughSeq": seq})
+            _, last_seq = _append_rows(session_id, [reset])
+            if trace_id:
+                next_seq = (TraceEvent.objects.filter(trace_id=trace_id).aggregate(m=Max("seq"))["m"] or 0) + 1
+                TraceEvent.objects.create(
+                    session_id=session_id, trace_id=trace_id, seq=next_seq, type=TYPE_FANOUT_FAILED,
+                    payload={"sessionId": session_id, "throughSeq": seq, "error": str(error)[:500]},
+                )
+    except Exception:
+        logger.exception("could not record commit.fanout.failed for session %s", session_id)
+        return
+    eventbus.dispatch_local(f"session:{session_id}", {"seq": last_seq})
+
+
+def session_events_after(session_id: str, after_seq: int, *, limit: int = 500) -> list:
+    """Up to ``limit`` SessionEvent rows with ``seq > after_seq``, in seq order."""
+    from turns.models import SessionEvent
+
+    return list(SessionEvent.objects.filter(session_id=session_id, seq__gt=after_seq).order_by("seq")[:limit])
+
+
+def session_events_oldest_seq(session_id: str) -> int | None:
+    """The smallest seq still retained in the session's log, or None when the log is empty."""
+    from turns.models import SessionEvent
+
+    return SessionEvent.objects.filter(session_id=session_id).aggregate(m=Min("seq"))["m"]
+
+
+def session_events_trim(session_id: str, *, keep: int) -> int:
+    """Delete all but the newest ``keep`` events of the session's log; returns rows deleted.
+
+    A cursor that points before the oldest retained event gets ``system.reset`` on connect.
     """
     from sessions.models import Session
     from turns.models import SessionEvent
 
-    if not events:
-        return []
-    if not transaction.get_connection().in_atomic_block:
-        raise RuntimeError("session_events_append must be called inside transaction.atomic()")
+    head = Session.objects.filter(pk=session_id).values_list("event_seq", flat=True).first()
+    if head is None or head <= keep:
+        return 0
+    deleted, _ = SessionEvent.objects.filter(session_id=session_id, seq__lte=head - keep).delete()
+    return deleted
+
+
+def _append_rows(session_id: str, events: list[NewEvent]) -> tuple[list, int]:
+    from sessions.models import Session
+    from turns.models import SessionEvent
+
     # UPDATE ... SET event_seq = event_seq + n takes the row lock on PostgreSQL and the write lock on
     # SQLite, so concurrent appenders serialize here and seqs never collide.
-    Session.objects.filter(pk=session_id).update(event_seq=F("event_seq") + len(events))
+    updated = Session.objects.filter(pk=session_id).update(event_seq=F("event_seq") + len(events))
+    if not updated:
+        from covel.errors import SessionNotFound
+
+        raise SessionNotFound(session_id)
     last_seq = Session.objects.filter(pk=session_id).values_list("event_seq", flat=True).get()
     first = last_seq - len(events) + 1
     rows = [
@@ -49,11 +190,7 @@ def session_events_append(session_id: str, events: list[NewEvent]) -> list:
         for i, e in enumerate(events)
     ]
     SessionEvent.objects.bulk_create(rows)
-
-    def _wake() -> None:
-        from turns import eventbus
-
-        eventbus.notify(session_id, last_seq)
-
-    transaction.on_commit(_wake)
-    return rows
+    keep = settings.COVEL_EVENT_LOG_RETAIN
+    if last_seq > keep and (first - 1) // _TRIM_EVERY != last_seq // _TRIM_EVERY:
+        SessionEvent.objects.filter(session_id=session_id, seq__lte=last_seq - keep).delete()
+    return rows, last_seq

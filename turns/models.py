@@ -11,9 +11,14 @@ from django.db import models
 class Execution(models.Model):
     """One POST /api/actions request and the turn(s) it runs.
 
-    ``status``: queued → running → committed | failed | interrupted | aborted.
+    ``status``: queued → running → committed | failed | aborted | interrupted, or ``rejected``
+    (refused before anything ran: session_busy, a check repeated inside the lock, ...).
     ``claimed_by``/``claimed_at`` make a redelivered Celery task exit instead of running twice;
     ``heartbeat_at`` lets a reaper mark a crashed worker's execution interrupted.
+    ``outcome`` holds the final ``execution.completed`` payload once finished; ``request_hash``
+    fingerprints the request body so a repeated ``requestId`` replays instead of running twice.
+    ``origin`` is the flow of the last turn it ran (player | continuation), ``input_message_id``
+    the submit_actions ``inputMessageId`` (spec 004 §Actions: input_already_committed).
     """
 
     STATUS_QUEUED = "queued"
@@ -22,24 +27,55 @@ class Execution(models.Model):
     STATUS_FAILED = "failed"
     STATUS_INTERRUPTED = "interrupted"
     STATUS_ABORTED = "aborted"
+    STATUS_REJECTED = "rejected"
+    ACTIVE_STATUSES = (STATUS_QUEUED, STATUS_RUNNING)
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     session = models.ForeignKey("covel_sessions.Session", on_delete=models.CASCADE, related_name="executions")
     request_id = models.CharField(max_length=128)
     type = models.CharField(max_length=32)
     payload = models.JSONField(default=dict)
+    model = models.CharField(max_length=256, blank=True, default="")
     status = models.CharField(max_length=16, default=STATUS_QUEUED, db_index=True)
     trace_id = models.CharField(max_length=64)
     turn_id = models.CharField(max_length=64, blank=True, default="")
+    origin = models.CharField(max_length=32, blank=True, default="")
+    input_message_id = models.CharField(max_length=160, blank=True, default="")
     claimed_by = models.CharField(max_length=128, blank=True, default="")
     claimed_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
+    outcome = models.JSONField(null=True, blank=True)
+    request_hash = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["session", "request_id"], name="uniq_request_per_session")]
+        indexes = [models.Index(fields=["session", "created_at"])]
+
+
+class ExecutionFrame(models.Model):
+    """A persisted frame of an execution's action stream, in ``index`` order (1, 2, ...).
+
+    Every frame except ephemeral ones (``narrative.delta``) is stored here before it is announced
+    on the bus, so a web process relaying the stream never misses one. ``timestamp`` is the wire
+    string of the SseEnvelope; the envelope's ``seq`` is allocated per stream by the relay.
+    ``is_final`` marks the frame that ends the stream (``execution.completed``, or the single
+    ``error.occurred`` of a rejection).
+    """
+
+    execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="frames")
+    index = models.IntegerField()
+    type = models.CharField(max_length=96)
+    turn_id = models.CharField(max_length=64, blank=True, default="")
+    payload = models.JSONField(default=dict)
+    timestamp = models.CharField(max_length=40)
+    is_final = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["execution", "index"], name="uniq_frame_index_per_execution")]
 
 
 class TurnResult(models.Model):

@@ -38,6 +38,19 @@ CORS_ORIGINS = env_list("CORS_ORIGIN")
 RATE_LIMIT_RPM = env_int("RATE_LIMIT_RPM", 60, minimum=1)
 COVEL_PORT = env_int("PORT", env_int("SERVER_PORT", 3001, minimum=1, maximum=65535), minimum=1, maximum=65535)
 
+# Event stream (spec 004 §事件系统), read at request time. Connection caps count this web process's
+# open GET /api/events/stream responses (429 connection_limit_exceeded / global_connection_limit_exceeded).
+COVEL_SSE_MAX_CONNECTIONS_PER_SESSION = env_int("COVEL_SSE_MAX_CONNECTIONS_PER_SESSION", 16, minimum=1)
+COVEL_SSE_MAX_CONNECTIONS = env_int("COVEL_SSE_MAX_CONNECTIONS", 2000, minimum=1)
+COVEL_SSE_KEEPALIVE_SECONDS = env_int("COVEL_SSE_KEEPALIVE_SECONDS", 15, minimum=1)
+COVEL_SSE_HEARTBEAT_SECONDS = env_int("COVEL_SSE_HEARTBEAT_SECONDS", 30, minimum=1)
+# Safety-net poll of the event log (a lost wake-up delays delivery by at most this much).
+COVEL_EVENT_POLL_MS = env_int("COVEL_EVENT_POLL_MS", 2000, minimum=20)
+# Events kept per session; older cursors get system.reset.
+COVEL_EVENT_LOG_RETAIN = env_int("COVEL_EVENT_LOG_RETAIN", 5000, minimum=100)
+# POST /api/events/emit in the demo/commercial tiers (spec 004: ENABLE_DEBUG_PAGE).
+ENABLE_DEBUG_PAGE = env_bool("ENABLE_DEBUG_PAGE", False)
+
 # Request body limits in bytes (spec 004 §响应格式约定 请求体上限).
 BODY_LIMIT_DEFAULT_BYTES = 1 * 1024 * 1024
 BODY_LIMIT_LARGE_BYTES = 20 * 1024 * 1024

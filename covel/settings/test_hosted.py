@@ -10,6 +10,7 @@ os.environ["REDIS_URL"] = os.environ.get("TEST_REDIS_URL") or "redis://127.0.0.1
 os.environ.setdefault("COVEL_JSON_LOGS", "0")
 
 from .hosted import *  # noqa: E402,F401,F403
+from .hosted import DATABASES  # noqa: E402
 
 COVEL_HOME = _home
 MEDIA_ROOT = _home / "media"
@@ -18,3 +19,7 @@ COVEL_SESSION_LOCK_TIMEOUT_SECONDS = 5
 # Tests drive background work themselves: in-process threads unless a test starts a real worker.
 COVEL_INPROCESS_WORKER = True
 COVEL_ALLOWED_HOSTS = ["testserver"]
+# A database per test run so that concurrent runs (developers, CI) never drop each other's tables.
+# Subprocesses started by tests (daphne, Celery) must use DATABASES["default"]["NAME"] once
+# pytest-django has switched to the test database.
+DATABASES["default"]["TEST"] = {"NAME": f"test_covel_{os.getpid()}"}

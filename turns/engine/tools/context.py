@@ -295,6 +295,9 @@ class ToolContext:
     cancel: CancelToken = field(default_factory=CancelToken)
     emitted_event_topics: set[str] = field(default_factory=set)
     dataset_tool_names: frozenset[str] = frozenset()
+    #: The runtime's resolved `io.inputs` by name (`{name: {"value": ...}}`), e.g. the bound
+    #: narrative source or the settled world clock; plugin tools read them as `ctx.inputs`.
+    inputs: dict[str, Any] = field(default_factory=dict)
 
 
 class CallContext:
@@ -318,6 +321,7 @@ class CallContext:
         self.logical_turn = tool_context.logical_turn
         self.emitted_event_topics = frozenset(tool_context.emitted_event_topics)
         self.dataset_tool_names = tool_context.dataset_tool_names
+        self.inputs = copy.deepcopy(tool_context.inputs)
         self.cancel = CancelToken()
         self._lock = threading.Lock()
         self._closed = False

@@ -86,9 +86,41 @@ def _pattern_keyword(validator: Any, pattern: str, instance: Any, schema: dict) 
         yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
-_RuntimeValidator = jsonschema.validators.extend(
+RuntimeValidator = jsonschema.validators.extend(
     jsonschema.Draft202012Validator, {"pattern": _pattern_keyword}
 )
+
+
+_META_VALIDATOR = jsonschema.Draft202012Validator(jsonschema.Draft202012Validator.META_SCHEMA)
+
+
+def schema_problem(schema: Any) -> str | None:
+    """First reason schema is not a usable JSON Schema (patterns compiled with `regex`), or None."""
+    try:
+        json.dumps(schema)
+    except (TypeError, ValueError) as exc:
+        return str(exc)
+    error = next(iter(_META_VALIDATOR.iter_errors(schema)), None)
+    if error is not None:
+        return error.message
+
+    def patterns(node: Any) -> Any:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "pattern" and isinstance(value, str):
+                    yield value
+                else:
+                    yield from patterns(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from patterns(value)
+
+    for pattern in patterns(schema):
+        try:
+            regex.compile(pattern)
+        except regex.error as exc:
+            return f"pattern {pattern!r}: {exc}"
+    return None
 
 
 def strip_unicode_property_patterns(schema: Any) -> Any:
@@ -188,7 +220,7 @@ class Tool:
         self.execute = execute
         self.is_async = inspect.iscoroutinefunction(execute)
         self.model_parameters = strip_unicode_property_patterns(parameters_schema)
-        self._validator = _RuntimeValidator(parameters_schema)
+        self._validator = RuntimeValidator(parameters_schema)
 
     def definition(self) -> dict[str, Any]:
         """Model-facing definition `{name, description, parameters}` (no annotations)."""
@@ -261,7 +293,11 @@ class Tool:
             if not repaired_one:
                 issues = []
                 for err in sorted(errors, key=lambda e: [str(p) for p in e.absolute_path]):
-                    issues.append({"path": _pointer(err.absolute_path), "message": err.message})
+                    path = list(err.absolute_path)
+                    if err.validator == "required" and isinstance(err.instance, dict):
+                        missing = [k for k in err.validator_value if k not in err.instance]
+                        path += missing[:1]
+                    issues.append({"path": _pointer(path), "message": err.message})
                 raise self._invalid(issues)
         raise self._invalid([{"path": "(root)", "message": "too many JSON text fields"}])
 
@@ -351,11 +387,9 @@ def tool(
         schema = copy.deepcopy(parameters)
     else:
         raise ToolDefinitionError(f'Tool "{name}": parameters must be a pydantic model or a JSON Schema')
-    try:
-        _RuntimeValidator.check_schema(schema)
-        json.dumps(schema)
-    except (jsonschema.SchemaError, TypeError, ValueError) as exc:
-        raise ToolDefinitionError(f'Tool "{name}": parameters are not a valid JSON Schema: {exc}') from None
+    problem = schema_problem(schema)
+    if problem:
+        raise ToolDefinitionError(f'Tool "{name}": parameters are not a valid JSON Schema: {problem}')
     if schema.get("type") != "object":
         raise ToolDefinitionError(f'Tool "{name}": parameters must describe an object')
     return Tool(

@@ -1,0 +1,139 @@
+"""Where sessions find worlds and plugins: one seam over the world packages and the plugin registry.
+
+``world_resolve(world_id)`` returns a ``ResolvedWorld`` — the world's record metadata (the shape of
+WorldRecord.metadata: supportedLocales, defaultLocale, characterSchema, dimensions, pluginPolicy,
+embeddedCharacters, embeddedLorebook ...) plus per-locale content — from, in order:
+a store ``World`` row (``metadata.source == "store"``), then the world packages (builtin
+``sessions/worlds`` or ``COVEL_BUILTIN_WORLDS_DIR``, and ``COVEL_HOME/worlds``).
+
+``plugin_registry()`` is the process-wide plugin registry (builtin dir ``COVEL_BUILTIN_PLUGINS_DIR``
+when set, else ``plugins_app/builtin``; community plugins under ``COVEL_HOME/plugins``).
+"""
+from __future__ import annotations
+
+import copy
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+
+@dataclass
+class ResolvedWorld:
+    """A world as session creation needs it.
+
+    metadata: WorldRecord.metadata shape. is_deleting: a delete is in progress (409 world_deleting).
+    contents: locale → {"characters", "lorebook", "lore", "name"} (the default locale always present).
+    """
+
+    id: str
+    name: str
+    metadata: dict[str, Any]
+    default_locale: str
+    supported_locales: list[str]
+    is_deleting: bool = False
+    contents: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def content(self, locale: str) -> dict[str, Any]:
+        """Content for ``locale`` (exact, then same language, then the default locale)."""
+        if locale in self.contents:
+            return self.contents[locale]
+        language = locale.split("-", 1)[0]
+        for tag, content in self.contents.items():
+            if tag.split("-", 1)[0] == language:
+                return content
+        return self.contents[self.default_locale]
+
+    @property
+    def dimensions(self) -> dict[str, Any]:
+        dims = self.metadata.get("dimensions")
+        return dims if isinstance(dims, dict) else {}
+
+    @property
+    def character_schema(self) -> dict[str, Any] | None:
+        schema = self.metadata.get("characterSchema")
+        return schema if isinstance(schema, dict) else None
+
+    @property
+    def plugin_policy(self) -> dict[str, Any]:
+        policy = self.metadata.get("pluginPolicy")
+        return policy if isinstance(policy, dict) else {}
+
+
+_package_cache: dict[str, tuple[float, Any]] = {}
+_package_lock = threading.Lock()
+
+
+def _builtin_worlds_dir() -> Path | None:
+    configured = getattr(settings, "COVEL_BUILTIN_WORLDS_DIR", None)
+    return Path(configured) if configured else None
+
+
+def _package_find(world_id: str):
+    """The loaded WorldPackage for ``world_id`` (builtin first, then user worlds), or None."""
+    from sessions import world_packages as wp
+
+    builtin = _builtin_worlds_dir() or wp.BUILTIN_WORLDS_DIR
+    for directory, source in ((builtin, wp.SOURCE_FILE), (wp.user_worlds_dir(settings.COVEL_HOME), wp.SOURCE_USER)):
+        root = Path(directory) / world_id
+        if not (root / wp.WORLD_FILE).is_file():
+            continue
+        stamp = max((p.stat().st_mtime for p in root.rglob("*") if p.is_file()), default=0.0)
+        key = str(root)
+        with _package_lock:
+            cached = _package_cache.get(key)
+            if cached and cached[0] == stamp:
+                return cached[1]
+        package = wp.world_package_load(root, source=source, expected_id=world_id)
+        if not package.ok:
+            return None
+        with _package_lock:
+            _package_cache[key] = (stamp, package)
+        return package
+    return None
+
+
+def world_resolve(world_id: str) -> ResolvedWorld | None:
+    """The world ``world_id`` or None when no source has it (spec 004 §会话管理: 404 world_not_found).
+
+    A ``World`` row in state "deleting" marks any world (store or file) as being deleted.
+    """
+    from sessions.models import World
+
+    row = World.objects.filter(pk=world_id).first()
+    is_deleting = bool(row and row.state == World.STATE_DELETING)
+    package = _package_find(world_id)
+    if package is not None:
+        content = {}
+        for tag, loc in package.locales.items():
+            content[tag] = {"characters": copy.deepcopy(loc.characters), "lorebook": copy.deepcopy(loc.lorebook),
+                            "lore": loc.lore, "name": loc.name}
+        return ResolvedWorld(
+            id=package.id, name=package.name, metadata=package.record_metadata(),
+            default_locale=package.default_locale, supported_locales=list(package.supported_locales),
+            is_deleting=is_deleting, contents=content,
+        )
+    if row is None:
+        return None
+    meta = copy.deepcopy(row.metadata or {})
+    default_locale = meta.get("defaultLocale") or meta.get("locale") or "zh-CN"
+    supported = [loc for loc in meta.get("supportedLocales") or [] if isinstance(loc, str)] or [default_locale]
+    if default_locale not in supported:
+        supported.insert(0, default_locale)
+    contents = {default_locale: {
+        "characters": [c for c in meta.get("embeddedCharacters") or [] if isinstance(c, dict)],
+        "lorebook": [e for e in meta.get("embeddedLorebook") or [] if isinstance(e, dict)],
+        "lore": (row.package or {}).get("lore", ""), "name": row.name,
+    }}
+    return ResolvedWorld(id=row.id, name=row.name, metadata=meta, default_locale=default_locale,
+                         supported_locales=supported, is_deleting=is_deleting, contents=contents)
+
+
+def plugin_registry():
+    """The process-wide PluginRegistry (cached; ``plugins_app.registry.registry_reset()`` rebuilds)."""
+    from plugins_app.registry import registry_get
+
+    builtin = getattr(settings, "COVEL_BUILTIN_PLUGINS_DIR", None)
+    return registry_get(covel_home=settings.COVEL_HOME, builtin_dir=Path(builtin) if builtin else None)

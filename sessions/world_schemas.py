@@ -1,0 +1,34 @@
+"""Request shapes of the world endpoints (spec 004 世界管理). Responses are WorldRecord dicts."""
+from __future__ import annotations
+
+from typing import Any
+
+from ninja import Schema
+from pydantic import ConfigDict
+
+
+class WorldIn(Schema):
+    """POST /api/worlds body. id is generated (world-<uuid8>) when omitted."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str | None = None
+    name: str
+    description: str | None = None
+    locale: str | None = None
+    lore: str | None = None
+    metadata: dict[str, Any] | None = None
+    dimensions: dict[str, Any] | None = None
+
+
+class WorldPatch(Schema):
+    """PATCH /api/worlds/:id body: every field optional; metadata merges, dimensions replace."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str | None = None
+    description: str | None = None
+    locale: str | None = None
+    lore: str | None = None
+    metadata: dict[str, Any] | None = None
+    dimensions: dict[str, Any] | None = None

@@ -1,0 +1,1 @@
+"""World package helpers (pure Python): dimensions, overlays, zip checks. See sessions/world_packages.py."""

@@ -1,0 +1,1 @@
+from tests.sessions.support import catalog, demo_tier, session  # noqa: F401

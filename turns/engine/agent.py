@@ -1,0 +1,477 @@
+"""The agent loop: model ↔ ToolExecutor until the runtime's completion rule is met.
+
+Rules (spec 000 §ToolExecutor 授权, §runtime-done; spec 004 §Turn 执行):
+- tools: the runtime's whitelist (tools.builtin + tools.plugin + dataset tools); runtime-done is
+  offered when the completion contract ends with it (not story, no afterTools); story runtimes
+  never see it listed but stay authorized — calling it gets a "write the prose" answer.
+- completion: story runtimes end with prose; `completion.afterTools` (completeAfterTools) ends
+  the loop right after a listed tool succeeds, its content becoming the output;
+  `completion.require: tool-use` needs a successful business tool call before text or
+  runtime-done counts; `require: explicit` needs runtime-done; a successful runtime-done ends it.
+- loop.maxSteps bounds model calls; loop.timeoutMs bounds the whole loop; toolChoice from
+  agent.llm.toolChoice applies to the first step.
+- each step emits step.started, llm.calling, llm.responded, tool.calling/completed/failed,
+  step.completed; story prose streams as narrative.delta.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+import jsonschema
+
+from plugins_app.manifests import RuntimeManifest
+from turns.engine import trace as T
+from turns.engine.env import ExecutionEnv
+from turns.engine.prompt import (
+    budget_cut,
+    completion_text,
+    history_messages,
+    lorebook_matches,
+    prompt_file_find,
+    template_fill,
+    template_values,
+    character_line,
+    LORE_BUDGET_CHARS,
+    CHARACTERS_BUDGET_CHARS,
+    LOREBOOK_BUDGET_CHARS,
+    MEMORY_BUDGET_CHARS,
+    LOREBOOK_SCAN_MESSAGES,
+)
+from turns.engine.providers.base import ModelError, ModelRequest, ModelResponse, TextDelta
+from turns.engine.providers.config import slot_for_runtime
+from turns.engine.runtime import (
+    STATUS_FAILED,
+    STATUS_SUCCESS,
+    STATUS_SUSPENDED,
+    RuntimeFailure,
+    RuntimeResult,
+    TurnInfo,
+)
+from turns.engine.state import EngineStateView, StagedProposals
+from turns.engine.tools import proposals as P
+from turns.engine.tools.envelope import envelope_json, instruction_locale_for
+from turns.engine.tools.executor import CONTROL_DONE, CONTROL_SUSPEND, STATUS_SUCCESS as CALL_SUCCESS, ToolCall
+from turns.engine.tools.registry import LOOP_HANDLED_TOOL_NAMES
+
+RUNTIME_DONE = "runtime-done"
+DEFAULT_MAX_STEPS = 8
+DEFAULT_TIMEOUT_MS = 240_000
+
+
+def _now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def is_story_runtime(runtime: RuntimeManifest) -> bool:
+    return runtime.visibility == "story"
+
+
+def completion_of(runtime: RuntimeManifest) -> tuple[str | None, list[str]]:
+    """(require, afterTools) from agent.completion or agent.loop.completion."""
+    agent = runtime.agent
+    if agent is None:
+        return None, []
+    merged: dict[str, Any] = {}
+    for source in (agent.loop.get("completion") if isinstance(agent.loop.get("completion"), dict) else {}, agent.completion or {}):
+        merged.update(source)
+    after = [n for n in merged.get("afterTools") or [] if isinstance(n, str)]
+    return merged.get("require"), after
+
+
+def tool_names_for(env: ExecutionEnv, runtime: RuntimeManifest) -> tuple[list[str], list[str]]:
+    """(offered names in order, warnings). Raises RuntimeFailure for an unregistered plugin tool."""
+    assert runtime.agent is not None
+    selection = runtime.agent.tools
+    manifest = env.manifest(runtime.plugin_id)
+    plugin_names = list(selection.plugin)
+    if not selection.plugin_declared and manifest is not None and len(manifest.runtimes) == 1:
+        plugin_names = [n for n in manifest.contributes.tools if n not in plugin_names] + plugin_names
+    warnings: list[str] = []
+    builtins = env.tool_registry.builtin_names()
+    offered: list[str] = []
+    for name in selection.builtin:
+        if name in LOOP_HANDLED_TOOL_NAMES or name not in builtins:
+            warnings.append(f'builtin tool "{name}" is not installed on this host — not offered')
+            continue
+        if name not in offered:
+            offered.append(name)
+    registered = env.tool_registry.plugin_tool_names(runtime.plugin_id)
+    for name in plugin_names:
+        if name not in registered:
+            raise RuntimeFailure("tool_not_registered", f'runtime "{runtime.id}" declares plugin tool "{name}", but its plugin did not register it')
+        if name not in offered:
+            offered.append(name)
+    return offered, warnings
+
+
+def _tool_definition(env: ExecutionEnv, name: str, plugin_id: str, runtime_tools: dict[str, Any]) -> dict[str, Any]:
+    resolved = env.tool_registry.resolve(name, plugin_id)
+    tool = resolved.tool if resolved else runtime_tools[name]
+    definition = tool.definition()
+    if name == "emit-event":
+        from turns.engine.tools.builtin.emit_event import model_parameters_for
+
+        definition["parameters"] = model_parameters_for(env.event_topics())
+    return definition
+
+
+def _output_schema(runtime: RuntimeManifest, env: ExecutionEnv) -> dict[str, Any] | None:
+    path = runtime.output.get("schema")
+    manifest = env.manifest(runtime.plugin_id)
+    if not isinstance(path, str) or manifest is None:
+        return None
+    base = manifest.root / runtime.directory if runtime.directory else manifest.root
+    try:
+        return json.loads((base / path).resolve().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        try:
+            return json.loads((manifest.root / path).resolve().read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+
+def system_prompt_build(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo, *, view: EngineStateView,
+                        inputs: dict[str, Any], offers_done: bool, after_tools: list[str], require: str | None) -> str:
+    """The system prompt (see turns.engine.prompt module docstring)."""
+    snapshot = env.snapshot
+    zh = snapshot.locale.lower().startswith("zh")
+    is_story = is_story_runtime(runtime)
+    characters = view.characters()
+    scan = "\n".join(m.text for m in snapshot.messages[-LOREBOOK_SCAN_MESSAGES:]) + "\n" + (turn.player_message or "")
+    matches = lorebook_matches(snapshot, view.lorebook_entries(), scan)
+    values = template_values(snapshot=snapshot, characters=characters, lore_matches=matches, inputs=inputs,
+                             user_settings=env.user_settings.get(runtime.plugin_id, {}), character_schema=view.character_schema())
+    manifest = env.manifest(runtime.plugin_id)
+    name = runtime.local_id or runtime.plugin_id
+    source = runtime.prompt or (manifest.body if manifest and runtime.id == runtime.plugin_id else "")
+    if manifest is not None:
+        found = prompt_file_find(manifest.root, name, snapshot.locale)
+        if found is not None:
+            source = found.read_text(encoding="utf-8")
+    text, used = template_fill(source, values)
+    sections = [text.strip()] if text.strip() else []
+    pruned = 0
+    if "world.lore" not in used and "world.name" not in used and (snapshot.world.name or snapshot.world.lore):
+        lore, cut = budget_cut(snapshot.world.lore, LORE_BUDGET_CHARS)
+        pruned += int(cut)
+        head = "[世界]" if zh else "[WORLD]"
+        sections.append(f"{head}\n{snapshot.world.name}\n{snapshot.world.summary}\n\n{lore}".strip())
+    if not any(u.startswith(("characters", "player")) for u in used) and characters:
+        body, cut = budget_cut("\n".join(character_line(c, zh) for c in characters), CHARACTERS_BUDGET_CHARS)
+        pruned += int(cut)
+        sections.append(("[角色]" if zh else "[CHARACTERS]") + "\n" + body)
+    if "lorebook.matches" not in used and matches:
+        body, cut = budget_cut("\n\n".join(e.content for e in matches), LOREBOOK_BUDGET_CHARS)
+        pruned += int(cut)
+        sections.append(("[资料]" if zh else "[LOREBOOK]") + "\n" + body)
+    if is_story:
+        blocks = snapshot.plugin_data.get(("memory", "blocks"), {})
+        if blocks:
+            body, cut = budget_cut("\n".join(_as_line(v) for v in blocks.values()), MEMORY_BUDGET_CHARS)
+            pruned += int(cut)
+            sections.append(("[记忆]" if zh else "[MEMORY]") + "\n" + body)
+        for record in env.plugins:
+            for segment in record.manifest.contributes.prompt:
+                if isinstance(segment.get("content"), str):
+                    filled, _ = template_fill(segment["content"], values)
+                    sections.append(filled.strip())
+    if inputs and "runtime.inputs" not in used:
+        sections.append("[RUNTIME-INPUTS]\n" + json.dumps(inputs, ensure_ascii=False, indent=1)[:8000])
+    sections.append("[COMPLETION]\n" + completion_text(is_story=is_story, offers_done=offers_done, after_tools=after_tools, require=require, zh=zh))
+    if pruned:
+        env.tracer.emit(T.CONTEXT_PRUNED, {"runtimeId": runtime.id, "pluginId": runtime.plugin_id, "prunedMessageCount": pruned},
+                        turn_id=turn.turn_id, plugin_id=runtime.plugin_id, runtime_id=runtime.id)
+    return "\n\n".join(s for s in sections if s)
+
+
+def _as_line(value: Any) -> str:
+    if isinstance(value, dict):
+        return str(value.get("text") or value.get("content") or json.dumps(value, ensure_ascii=False))
+    return str(value)
+
+
+def user_message_build(env: ExecutionEnv, turn: TurnInfo, *, is_story: bool, upstream_texts: list[str]) -> str:
+    """The turn's user message: the player's rendered input (or an opening cue) plus, for
+    non-story runtimes, this turn's story so far."""
+    zh = env.snapshot.locale.lower().startswith("zh")
+    if turn.player_message:
+        base = turn.player_message
+    elif turn.kind == "setup":
+        base = "（开局准备）" if zh else "(Session setup.)"
+    elif is_story:
+        base = "（故事开始。写出开场。）" if zh else "(The story begins. Write the opening scene.)"
+    else:
+        base = "（本回合没有玩家输入。）" if zh else "(No player input this turn.)"
+    if is_story or not upstream_texts:
+        return base
+    story = "\n\n".join(upstream_texts)
+    return (f"[玩家]\n{base}\n\n[本回合故事]\n{story}" if zh else f"[PLAYER]\n{base}\n\n[STORY THIS TURN]\n{story}")
+
+
+def agent_runtime_run(
+    env: ExecutionEnv,
+    runtime: RuntimeManifest,
+    turn: TurnInfo,
+    *,
+    upstream: list[P.Proposal],
+    inputs: dict[str, Any],
+    upstream_texts: list[str],
+    run_id: str,
+) -> RuntimeResult:
+    """Run one agent runtime to completion. Never raises for a runtime failure: the result has
+    status failed/suspended and error {message, code}."""
+    assert runtime.agent is not None
+    agent = runtime.agent
+    is_story = is_story_runtime(runtime)
+    result = RuntimeResult(runtime_id=runtime.id, plugin_id=runtime.plugin_id, stage=runtime.stage,
+                           status=STATUS_SUCCESS, is_story=is_story, run_id=run_id)
+    own = StagedProposals()
+    view = EngineStateView(env.snapshot, upstream=upstream, own=own, form_validators=env.form_validators,
+                           event_topics=env.event_topics, datasets=env.datasets)
+    emit = _emitter(env, runtime, turn)
+    started = time.monotonic()
+    try:
+        _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstream_texts, emit, started)
+    except RuntimeFailure as exc:
+        result.status = STATUS_FAILED
+        result.error = {"message": exc.message, "code": exc.code}
+    except ModelError as exc:
+        result.status = STATUS_FAILED
+        result.error = {"message": exc.message, "code": exc.code}
+    except Exception as exc:  # plugin code (scripts, tools) may raise anything; the runtime fails alone
+        result.status = STATUS_FAILED
+        result.error = {"message": f"{type(exc).__name__}: {exc}", "code": "runtime_error"}
+    result.duration_ms = int((time.monotonic() - started) * 1000)
+    if result.status != STATUS_SUCCESS:
+        result.proposals = []
+        result.pending_inputs = []
+    else:
+        result.proposals = own.items()
+    return result
+
+
+def _emitter(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo):
+    def emit(type: str, payload: dict[str, Any]) -> None:
+        env.tracer.emit(type, {"runtimeId": runtime.id, "pluginId": runtime.plugin_id, **payload},
+                        turn_id=turn.turn_id, plugin_id=runtime.plugin_id, runtime_id=runtime.id)
+    return emit
+
+
+def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstream_texts, emit, started) -> None:
+    from turns.engine.tools.context import ToolContext
+
+    require, after_tools = completion_of(runtime)
+    offered, warnings = tool_names_for(env, runtime)
+    runtime_tools: dict[str, Any] = {}
+    if agent.tools.datasets:
+        from turns.engine.tools.builtin.datasets import dataset_tools
+
+        selection = [d.dataset if d.tools is None else {"dataset": d.dataset, "tools": list(d.tools)} for d in agent.tools.datasets]
+        runtime_tools = dataset_tools(env.datasets(runtime.plugin_id), selection, taken_names=frozenset(offered))
+        offered += [n for n in runtime_tools if n not in offered]
+    offers_done = not is_story and not after_tools and RUNTIME_DONE in env.tool_registry.builtin_names()
+    listed = list(offered)
+    if offers_done and RUNTIME_DONE not in listed:
+        listed.append(RUNTIME_DONE)
+    if is_story and RUNTIME_DONE in listed:
+        listed.remove(RUNTIME_DONE)
+    authorized = set(listed)
+    if is_story or offers_done:
+        authorized.add(RUNTIME_DONE)
+    for warning in warnings:
+        emit(T.TOOL_FAILED, {"warning": warning})
+    definitions = [_tool_definition(env, n, runtime.plugin_id, runtime_tools) for n in listed]
+    system = system_prompt_build(env, runtime, turn, view=view, inputs=inputs, offers_done=offers_done,
+                                 after_tools=after_tools, require=require)
+    history, history_pruned = history_messages(env.snapshot, max_turns=agent.history_max_turns) if is_story else ([], False)
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}, *history,
+                                      {"role": "user", "content": user_message_build(env, turn, is_story=is_story, upstream_texts=upstream_texts)}]
+    slot, model_id = slot_for_runtime(config=env.router.config, runtime_id=runtime.id, is_story=is_story,
+                                      request_model=env.request_model, overrides=env.snapshot.runtime_model_overrides,
+                                      manifest_model=agent.model)
+    result.model_slot = slot.name
+    max_steps = int(agent.loop.get("maxSteps") or DEFAULT_MAX_STEPS)
+    timeout_ms = int(agent.loop.get("timeoutMs") or DEFAULT_TIMEOUT_MS)
+    tool_choice: Any = (agent.llm or {}).get("toolChoice", "auto")
+    tool_context = ToolContext(
+        session_id=env.snapshot.session_id, plugin_id=runtime.plugin_id, runtime_id=runtime.id, state=view,
+        authorized_tool_names=frozenset(authorized), locale=instruction_locale_for(env.snapshot.locale),
+        content_locale=env.snapshot.locale, logical_turn=turn.logical_turn, cancel=env.cancel,
+        dataset_tool_names=frozenset(runtime_tools), inputs={k: {"value": v} for k, v in inputs.items()},
+    )
+    manifest = env.manifest(runtime.plugin_id)
+    business_success = False
+    unresolved_failures: dict[str, str] = {}
+    last_text = ""
+    done = False
+    interactions: dict[str, dict[str, Any]] = {}
+    for step in range(1, max_steps + 1):
+        if env.cancel.is_cancelled:
+            raise RuntimeFailure("aborted", "the execution was stopped")
+        if (time.monotonic() - started) * 1000 > timeout_ms:
+            raise RuntimeFailure("timeout", f"runtime did not finish within {timeout_ms} ms")
+        emit(T.STEP_STARTED, {"step": step})
+        request = ModelRequest(
+            messages=copy.deepcopy(messages), tools=definitions, tool_choice=tool_choice if step == 1 else ("auto" if tool_choice == "required" else tool_choice),
+            context={
+                "session_id": env.snapshot.session_id, "runtime_id": runtime.id, "plugin_id": runtime.plugin_id,
+                "plugin_root": str(manifest.root) if manifest else None, "locale": env.snapshot.locale,
+                "is_story": is_story, "step": step, "turn": turn.logical_turn, "turn_kind": turn.kind,
+                "player_message": turn.player_message, "action_kind": turn.action_kind,
+                "submissions": copy.deepcopy(turn.submissions), "inputs": copy.deepcopy(inputs),
+                "after_tools": after_tools, "require_tool_use": require == "tool-use",
+                "world": {"name": env.snapshot.world.name, "summary": env.snapshot.world.summary, "lore": env.snapshot.world.lore},
+                "characters": [c.snapshot() for c in view.characters()],
+                "character_schema": view.character_schema(),
+                "pending_interactions": copy.deepcopy(env.snapshot.pending_interactions),
+            },
+        )
+        call_started = _now_iso()
+        emit(T.LLM_CALLING, {"step": step, "slot": slot.name, "provider": slot.provider, "model": model_id or slot.model,
+                             "startedAt": call_started, "messages": request.messages, "toolNames": listed})
+        t0 = time.monotonic()
+        response: ModelResponse | None = None
+        streamed: list[str] = []
+        for item in env.router.stream(slot, model_id, request):
+            if env.cancel.is_cancelled:
+                raise RuntimeFailure("aborted", "the execution was stopped")
+            if isinstance(item, TextDelta):
+                streamed.append(item.text)
+                if is_story:
+                    emit(T.NARRATIVE_DELTA, {"text": item.text, "step": step})
+            elif isinstance(item, ModelResponse):
+                response = item
+        if response is None:
+            raise ModelError("bad_response", "the model stream ended without a response")
+        text = response.text or "".join(streamed)
+        result.usage["input"] += response.usage.input_tokens
+        result.usage["output"] += response.usage.output_tokens
+        emit(T.LLM_RESPONDED, {"step": step, "slot": slot.name, "provider": slot.provider, "model": response.model or model_id,
+                               "durationMs": int((time.monotonic() - t0) * 1000), "finishReason": response.finish_reason,
+                               "usage": response.usage.to_json(), "text": text, "toolCallCount": len(response.tool_calls)})
+        result.prompt = request.messages
+        if not response.tool_calls:
+            emit(T.MESSAGE_COMPLETED, {"step": step, "text": text})
+            messages.append({"role": "assistant", "content": text})
+            emit(T.STEP_COMPLETED, {"step": step, "toolCallCount": 0})
+            if is_story:
+                if text.strip():
+                    result.text = text
+                    result.output = {"text": text}
+                    done = True
+                    break
+                messages.append({"role": "user", "content": "请写出本回合的故事正文。" if env.snapshot.locale.startswith("zh") else "Write this turn's story prose now."})
+                continue
+            needs_tool = (require == "tool-use" and not business_success) or bool(after_tools) or require == "explicit"
+            if needs_tool and step < max_steps:
+                nudge = completion_text(is_story=False, offers_done=offers_done, after_tools=after_tools, require=require,
+                                        zh=env.snapshot.locale.startswith("zh"))
+                messages.append({"role": "user", "content": nudge})
+                continue
+            if needs_tool:
+                raise RuntimeFailure("completion_unmet", "the runtime ended without the tool call its completion rule requires")
+            last_text = text
+            if unresolved_failures and not business_success and not text.strip():
+                raise RuntimeFailure("tool_failed_without_output", "a tool call failed and the runtime produced no output")
+            result.output = result.output if result.output is not None else ({"text": text} if text else None)
+            result.text = ""
+            done = True
+            break
+        messages.append({"role": "assistant", "content": text,
+                         "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls]})
+        finished = False
+        regular = []
+        story_done_calls = []
+        for call in response.tool_calls:
+            if is_story and call.name == RUNTIME_DONE:
+                story_done_calls.append(call)
+            else:
+                regular.append(ToolCall(call_id=call.id, name=call.name, arguments=call.arguments))
+        for call in regular:
+            emit(T.TOOL_CALLING, {"step": step, "tool": call.name, "callId": call.call_id, "input": _arguments_json(call.arguments)})
+        outcomes = env.executor.execute_batch(regular, tool_context, runtime_tools=runtime_tools) if regular else []
+        tool_messages: dict[str, dict[str, Any]] = {}
+        for outcome in outcomes:
+            record = {"tool": outcome.name, "input": _arguments_json(outcome.history_arguments), "output": outcome.envelope,
+                      "status": outcome.status, "durationMs": outcome.duration_ms}
+            result.tool_calls.append(record)
+            if outcome.status == CALL_SUCCESS:
+                emit(T.TOOL_COMPLETED, {"step": step, "tool": outcome.name, "callId": outcome.call_id, "output": outcome.envelope,
+                                        "durationMs": outcome.duration_ms})
+                own.extend(outcome.proposals)
+                own.extend(P.Proposal(P.EVENT_EMIT, {"topic": e["topic"], "data": e.get("data") or {}},
+                                      plugin_id=runtime.plugin_id, runtime_id=runtime.id, call_id=outcome.call_id)
+                           for e in outcome.events)
+                for e in outcome.events:
+                    emit(T.DOMAIN_EVENT_PREVIEWED, {"topic": e["topic"], "data": e.get("data") or {}})
+                content = outcome.content
+                if isinstance(content, dict):
+                    if isinstance(content.get("interaction"), dict):
+                        interaction = dict(content["interaction"])
+                        interaction.setdefault("sourcePluginId", runtime.plugin_id)
+                        interactions[str(interaction.get("interactionId"))] = interaction
+                    if content.get("preGameDone") is True:
+                        result.pre_game_done = True
+                if outcome.name != RUNTIME_DONE:
+                    business_success = True
+                    unresolved_failures.pop(outcome.name, None)
+                if outcome.control == CONTROL_DONE:
+                    if require == "tool-use" and not business_success:
+                        pass
+                    elif require == "explicit" and unresolved_failures:
+                        pass
+                    else:
+                        finished = True
+                elif outcome.control == CONTROL_SUSPEND:
+                    result.status = STATUS_SUSPENDED
+                    finished = True
+                if outcome.name in after_tools:
+                    result.output = content
+                    finished = True
+            else:
+                emit(T.TOOL_FAILED, {"step": step, "tool": outcome.name, "callId": outcome.call_id, "output": outcome.envelope,
+                                     "error": outcome.envelope.get("error"), "durationMs": outcome.duration_ms})
+                if outcome.counts_as_failure:
+                    unresolved_failures[outcome.name] = (outcome.error.code if outcome.error else "internal")
+            tool_messages[outcome.call_id] = {"role": "tool", "tool_call_id": outcome.call_id, "name": outcome.name,
+                                              "content": envelope_json(outcome.envelope)}
+        for call in story_done_calls:
+            nudge = {"summary": "Story runtimes end with prose: write this turn's story now, without tools."}
+            tool_messages[call.id] = {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": envelope_json(nudge)}
+        for call in response.tool_calls:
+            messages.append(tool_messages[call.id])
+        emit(T.STEP_COMPLETED, {"step": step, "toolCallCount": len(response.tool_calls)})
+        if finished:
+            done = True
+            break
+    if not done:
+        if is_story:
+            raise RuntimeFailure("max_steps", f"the story runtime wrote no prose within {max_steps} steps")
+        if (require == "tool-use" and not business_success) or after_tools or require == "explicit":
+            raise RuntimeFailure("max_steps", f"the runtime did not complete within {max_steps} steps")
+        result.output = result.output if result.output is not None else ({"text": last_text} if last_text else None)
+    if result.status == STATUS_SUSPENDED:
+        return
+    schema = _output_schema(runtime, env)
+    if schema is not None and result.output is not None and not is_story:
+        errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(result.output), key=lambda e: list(e.absolute_path))
+        if errors:
+            raise RuntimeFailure("output_invalid", "output does not match io.output.schema: " + errors[0].message)
+    result.pending_inputs = list(interactions.values())
+    if isinstance(result.output, dict) and result.output.get("preGameDone") is True:
+        result.pre_game_done = True
+
+
+def _arguments_json(raw: Any) -> Any:
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            return raw
+    return raw
+

@@ -1,0 +1,130 @@
+"""ExecutionEnv: what every runtime of one execution shares (snapshot, plugins, tools, models,
+tracer), plus the process-wide tool registry/executor built from the plugin registry."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from plugins_app.manifests import PluginManifest, RuntimeManifest
+from plugins_app.registry import PluginRecord, PluginRegistry
+from turns.engine.providers.config import ModelRouter
+from turns.engine.snapshot import SessionSnapshot
+from turns.engine.tools.context import CancelToken, DatasetDeclaration, EventTopic
+from turns.engine.tools.definition import Tool, tool
+from turns.engine.tools.errors import ToolDefinitionError, ToolRegistrationError
+from turns.engine.tools.executor import ToolExecutor
+from turns.engine.tools.registry import ToolRegistry, default_registry
+from turns.engine.trace import Tracer
+
+logger = logging.getLogger(__name__)
+
+_tools_cache: dict[int, tuple[PluginRegistry, ToolRegistry, ToolExecutor]] = {}
+_tools_lock = threading.Lock()
+
+
+def _plugin_tool(plugin_id: str, name: str, target: Any, options: dict[str, Any]) -> Tool:
+    definition = options.get("definition")
+    if isinstance(definition, Tool):
+        return definition
+    if isinstance(target, Tool):
+        return target
+    return tool(
+        name=name,
+        description=str(options.get("description") or name),
+        parameters=options.get("parameters"),
+        execute=target,
+        annotations=options.get("annotations"),
+        timeout_ms=options.get("timeout_ms") or options.get("timeoutMs"),
+    )
+
+
+def tools_for_registry(plugin_registry: PluginRegistry) -> tuple[ToolRegistry, ToolExecutor]:
+    """The ToolRegistry (builtins + every loaded plugin's tools) and ToolExecutor for a plugin
+    registry, built once per registry object. A plugin whose tools cannot be built is logged and
+    left without tools (its runtimes then fail with "did not register it")."""
+    key = id(plugin_registry)
+    with _tools_lock:
+        cached = _tools_cache.get(key)
+        if cached is not None and cached[0] is plugin_registry:
+            return cached[1], cached[2]
+        registry = default_registry()
+        for record in plugin_registry.loaded():
+            batch = []
+            try:
+                for name, reg in record.registrations.tools.items():
+                    batch.append(_plugin_tool(record.id, name, reg.target, dict(reg.options)))
+                registry.register_plugin_tools(record.id, batch)
+            except (ToolDefinitionError, ToolRegistrationError):
+                logger.exception("plugin %s: tools could not be registered", record.id)
+        executor = ToolExecutor(registry)
+        _tools_cache[key] = (plugin_registry, registry, executor)
+        return registry, executor
+
+
+@dataclass
+class ExecutionEnv:
+    """Shared by the runtimes of one execution. ``plugins``: active, loaded plugin records in
+    activePlugins order. ``user_settings``: plugin id → merged settings (defaults < world < request)."""
+
+    snapshot: SessionSnapshot
+    plugin_registry: PluginRegistry
+    plugins: list[PluginRecord]
+    tool_registry: ToolRegistry
+    executor: ToolExecutor
+    router: ModelRouter
+    tracer: Tracer
+    request_model: str | None = None
+    cancel: CancelToken = field(default_factory=CancelToken)
+    user_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def plugin(self, plugin_id: str) -> PluginRecord | None:
+        return next((p for p in self.plugins if p.id == plugin_id), None)
+
+    def manifest(self, plugin_id: str) -> PluginManifest | None:
+        record = self.plugin(plugin_id)
+        return record.manifest if record else None
+
+    def runtimes(self) -> list[RuntimeManifest]:
+        return [r for p in self.plugins for r in p.manifest.runtimes]
+
+    def form_validators(self, plugin_id: str) -> frozenset[str]:
+        record = self.plugin(plugin_id)
+        return frozenset(record.registrations.form_validators) if record else frozenset()
+
+    def event_topics(self) -> list[EventTopic]:
+        out: list[EventTopic] = []
+        for record in self.plugins:
+            for item in record.manifest.contributes.events:
+                if isinstance(item, dict) and isinstance(item.get("topic"), str):
+                    schema = item.get("schema") if isinstance(item.get("schema"), dict) else None
+                    desc = item.get("description")
+                    out.append(EventTopic(topic=item["topic"], plugin_id=record.id, schema=schema,
+                                          description=desc if isinstance(desc, str) else "",
+                                          advertise=item.get("advertise", True) is not False))
+        return out
+
+    def datasets(self, plugin_id: str) -> dict[str, DatasetDeclaration]:
+        record = self.plugin(plugin_id)
+        if record is None:
+            return {}
+        out: dict[str, DatasetDeclaration] = {}
+        for name, decl in record.manifest.contributes.datasets.items():
+            schema = decl.get("schema")
+            if isinstance(schema, str):
+                path = (record.manifest.root / schema).resolve()
+                try:
+                    schema = json.loads(path.read_text(encoding="utf-8"))
+                except (OSError, ValueError):
+                    schema = {"type": "object"}
+            ops = decl.get("ops")
+            tools = decl.get("tools")
+            out[name] = DatasetDeclaration(
+                name=name, schema=schema if isinstance(schema, dict) else {"type": "object"}, key_field=decl.get("key"),
+                ops=tuple(ops) if isinstance(ops, list) else ("set",), tools=tuple(tools) if isinstance(tools, list) else None,
+                description=decl.get("description") if isinstance(decl.get("description"), str) else "",
+            )
+        return out

@@ -1,0 +1,335 @@
+"""Function runtimes and guards: plain Python handlers with a ``ctx`` (spec 000 §Function
+runtime 调用工具; the Python counterpart of FunctionHandlerContext).
+
+Handler: ``function.handler: ./handler.py`` (function ``handle``) or ``./handler.py:name``,
+resolved against the runtime's directory, loaded by file path. ``handle(ctx)`` returns:
+- a dict: the runtime's output. Reserved keys are lifted out: ``proposals`` ([{type, payload}]
+  staged as Proposals), ``pluginData`` ([{namespace, key, value}] → plugin.data). A
+  ``preGameDone: true`` key completes a setup runtime; ``interaction``/``interactions`` ask the
+  player (same shape as a tool result's ``interaction``); ``text`` is kept in the output.
+- None (no output) or any other JSON value (the output).
+Raising fails the runtime and discards all of its writes. Any failed ``ctx.tools.call`` fails
+the runtime too, even when the handler catches the error (spec: 不会提交部分写入).
+
+Guards (``guard: ./guard.py``, function ``guard``) run before an agent runtime with the same
+ctx: returning None runs the agent; ``{"skip": "<reason>"}`` skips it; any other dict completes
+the runtime without a model call, read exactly like a handler's return value.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import time
+
+from typing import Any, Callable
+
+from plugins_app.manifests import RuntimeManifest
+from plugins_app.registry import module_load_by_path
+from turns.engine import trace as T
+from turns.engine.env import ExecutionEnv
+from turns.engine.runtime import STATUS_FAILED, STATUS_SKIPPED, STATUS_SUCCESS, RuntimeFailure, RuntimeResult, TurnInfo
+from turns.engine.state import EngineStateView, StagedProposals
+from turns.engine.tools import proposals as P
+from turns.engine.tools.context import ToolContext
+from turns.engine.tools.envelope import instruction_locale_for
+from turns.engine.tools.executor import STATUS_SUCCESS as CALL_SUCCESS, ToolCall
+
+DEFAULT_HANDLER_NAME = "handle"
+DEFAULT_GUARD_NAME = "guard"
+RESERVED_KEYS = ("proposals", "pluginData", "interaction", "interactions")
+
+_module_cache: dict[str, Any] = {}
+_module_lock = threading.Lock()
+
+
+class ToolCallFailed(Exception):
+    """A ctx.tools.call failed; ``code``/``message`` come from the tool's error envelope."""
+
+    def __init__(self, name: str, code: str, message: str) -> None:
+        super().__init__(f'{name}: {code}: {message}')
+        self.tool = name
+        self.code = code
+        self.message = message
+
+
+def callable_load(env: ExecutionEnv, runtime: RuntimeManifest, declared: str, default_name: str) -> Callable[..., Any]:
+    """Load ``./path.py[:name]`` relative to the runtime's directory. Raises RuntimeFailure."""
+    manifest = env.manifest(runtime.plugin_id)
+    if manifest is None:
+        raise RuntimeFailure("handler_not_loadable", f"plugin {runtime.plugin_id} is not active")
+    path, _, name = declared.partition(":")
+    root = manifest.root.resolve()
+    candidate = (root / runtime.directory / path).resolve() if runtime.directory else (root / path).resolve()
+    try:
+        rel = candidate.relative_to(root)
+    except ValueError:
+        raise RuntimeFailure("handler_not_loadable", f"{declared} is outside the plugin") from None
+    key = f"{candidate}:{candidate.stat().st_mtime if candidate.is_file() else 0}"
+    with _module_lock:
+        module = _module_cache.get(key)
+        if module is None:
+            if not candidate.is_file():
+                raise RuntimeFailure("handler_not_loadable", f"{declared} not found")
+            try:
+                module = module_load_by_path(root, runtime.plugin_id, str(rel))
+            except Exception as exc:  # plugin code: any import error
+                raise RuntimeFailure("handler_not_loadable", f"{declared}: {type(exc).__name__}: {exc}") from None
+            _module_cache[key] = module
+    target = getattr(module, name or default_name, None)
+    if target is None and not name:
+        target = getattr(module, "handler", None) or getattr(module, "run", None)
+    if not callable(target):
+        raise RuntimeFailure("handler_not_loadable", f"{declared} defines no {name or default_name}(ctx)")
+    return target
+
+
+class _PluginData:
+    """ctx.plugin_data: the runtime's own plugin's data (reads include its staged writes)."""
+
+    def __init__(self, view: EngineStateView, own: StagedProposals, plugin_id: str, runtime_id: str) -> None:
+        self._view, self._own, self._plugin_id, self._runtime_id = view, own, plugin_id, runtime_id
+
+    def get(self, namespace: str, key: str, default: Any = None) -> Any:
+        exists, value = self._view.plugin_data_get(self._plugin_id, namespace, key)
+        return value if exists else default
+
+    def list(self, namespace: str) -> dict[str, Any]:
+        return self._view.plugin_data_list(self._plugin_id, namespace)
+
+    def set(self, namespace: str, key: str, value: Any) -> None:
+        self._stage(P.Proposal(P.PLUGIN_DATA, {"namespace": namespace, "key": key, "value": value}))
+
+    def delete(self, namespace: str, key: str) -> None:
+        self._stage(P.Proposal(P.PLUGIN_DATA_DELETE, {"namespace": namespace, "key": key}))
+
+    def _stage(self, proposal: P.Proposal) -> None:
+        proposal.plugin_id, proposal.runtime_id = self._plugin_id, self._runtime_id
+        try:
+            proposal.payload = P.proposal_validate(proposal)
+        except P.ProposalInvalid as exc:
+            raise RuntimeFailure("proposal-invalid", str(exc)) from None
+        self._own.extend([proposal])
+
+
+class _Tools:
+    """ctx.tools: call(name, args) runs a whitelisted tool through the ToolExecutor."""
+
+    def __init__(self, env: ExecutionEnv, ctx: "FunctionContext", tool_context: ToolContext, emit, result: RuntimeResult) -> None:
+        self._env, self._ctx, self._tool_context, self._emit, self._result = env, ctx, tool_context, emit, result
+        self._counter = 0
+
+    def call(self, name: str, args: dict[str, Any] | None = None) -> Any:
+        """Run one tool; returns its full content. Raises ToolCallFailed (the runtime fails)."""
+        self._counter += 1
+        call_id = f"fn-{self._counter}"
+        try:
+            json.dumps(args or {})
+        except (TypeError, ValueError):
+            self._ctx.failed = True
+            raise ToolCallFailed(name, "invalid-input", "arguments are not JSON-serialisable") from None
+        self._emit(T.TOOL_CALLING, {"tool": name, "callId": call_id, "input": args or {}})
+        outcome = self._env.executor.execute_one(ToolCall(call_id=call_id, name=name, arguments=dict(args or {})), self._tool_context)
+        self._result.tool_calls.append({"tool": name, "input": args or {}, "output": outcome.envelope, "status": outcome.status,
+                                        "durationMs": outcome.duration_ms})
+        if outcome.status != CALL_SUCCESS:
+            self._ctx.failed = True
+            error = outcome.envelope.get("error") or {}
+            self._emit(T.TOOL_FAILED, {"tool": name, "callId": call_id, "error": error, "output": outcome.envelope})
+            raise ToolCallFailed(name, str(error.get("code")), str(error.get("message")))
+        self._emit(T.TOOL_COMPLETED, {"tool": name, "callId": call_id, "output": outcome.envelope, "durationMs": outcome.duration_ms})
+        self._ctx._own.extend(outcome.proposals)
+        self._ctx._own.extend(P.Proposal(P.EVENT_EMIT, {"topic": e["topic"], "data": e.get("data") or {}},
+                                         plugin_id=self._ctx.plugin_id, runtime_id=self._ctx.runtime_id) for e in outcome.events)
+        content = outcome.content
+        if isinstance(content, dict) and isinstance(content.get("interaction"), dict):
+            interaction = dict(content["interaction"])
+            interaction.setdefault("sourcePluginId", self._ctx.plugin_id)
+            self._ctx.interactions[str(interaction.get("interactionId"))] = interaction
+        return copy.deepcopy(content)
+
+
+class _World:
+    """ctx.world: name, description, lore, opening_scenario, characters(), character_schema(),
+    dimensions (id → value)."""
+
+    def __init__(self, env: ExecutionEnv, view: EngineStateView) -> None:
+        world = env.snapshot.world
+        self.id = world.id
+        self.name = world.name
+        self.description = world.summary
+        self.lore = world.lore
+        self.opening_scenario = world.opening_scenario
+        self.metadata = copy.deepcopy(world.metadata)
+        self.dimensions = {d.id: copy.deepcopy(d.value) for d in env.snapshot.dimensions}
+        self._view = view
+
+    def characters(self) -> list[dict[str, Any]]:
+        return [c.snapshot() for c in self._view.characters()]
+
+    def character_schema(self) -> dict[str, Any] | None:
+        return self._view.character_schema()
+
+
+class FunctionContext:
+    """What a function handler / guard receives. Attributes:
+
+    session_id, plugin_id, runtime_id, locale (session content locale), logical_turn (fixed for
+    the execution), turn_kind ("setup" | "main"), origin, player_message (rendered, or None),
+    submissions (interaction answers saved with this turn), pending_interactions (unanswered
+    interactions of the session), inputs (resolved io.inputs by name), settings (user settings),
+    world (_World), plugin_data (_PluginData), tools (_Tools), log(message).
+    """
+
+    def __init__(self, env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo, view: EngineStateView,
+                 own: StagedProposals, inputs: dict[str, Any], emit, result: RuntimeResult) -> None:
+        self.session_id = env.snapshot.session_id
+        self.plugin_id = runtime.plugin_id
+        self.runtime_id = runtime.id
+        self.locale = env.snapshot.locale
+        self.logical_turn = turn.logical_turn
+        self.turn_kind = turn.kind
+        self.origin = turn.origin
+        self.player_message = turn.player_message
+        self.submissions = copy.deepcopy(turn.submissions)
+        self.pending_interactions = copy.deepcopy(env.snapshot.pending_interactions)
+        self.inputs = copy.deepcopy(inputs)
+        self.settings = copy.deepcopy(env.user_settings.get(runtime.plugin_id, {}))
+        self.world = _World(env, view)
+        self.failed = False
+        self.interactions: dict[str, dict[str, Any]] = {}
+        self.logs: list[str] = []
+        self._own = own
+        self.plugin_data = _PluginData(view, own, runtime.plugin_id, runtime.id)
+        tool_names = set()
+        selection = runtime.function.tools if runtime.function is not None else None
+        if selection is None and runtime.agent is not None:
+            selection = runtime.agent.tools
+        if selection is not None:
+            tool_names.update(selection.builtin)
+            tool_names.update(selection.plugin)
+        tool_context = ToolContext(
+            session_id=self.session_id, plugin_id=self.plugin_id, runtime_id=self.runtime_id, state=view,
+            authorized_tool_names=frozenset(tool_names), locale=instruction_locale_for(self.locale),
+            content_locale=self.locale, logical_turn=turn.logical_turn, cancel=env.cancel,
+            inputs={k: {"value": v} for k, v in inputs.items()},
+        )
+        self.tools = _Tools(env, self, tool_context, emit, result)
+
+    def log(self, message: str) -> None:
+        self.logs.append(str(message))
+
+
+def handler_return_apply(value: Any, ctx: FunctionContext, result: RuntimeResult) -> None:
+    """Read a handler/guard return value into ``result`` (see module docstring). Raises RuntimeFailure."""
+    if isinstance(value, dict):
+        output = {k: v for k, v in value.items() if k not in RESERVED_KEYS}
+        for item in value.get("proposals") or []:
+            if not isinstance(item, dict):
+                raise RuntimeFailure("proposal-invalid", "proposals[] items must be {type, payload}")
+            proposal = P.Proposal(str(item.get("type")), item.get("payload") if isinstance(item.get("payload"), dict) else {},
+                                  plugin_id=ctx.plugin_id, runtime_id=ctx.runtime_id)
+            try:
+                proposal.payload = P.proposal_validate(proposal)
+            except P.ProposalInvalid as exc:
+                raise RuntimeFailure("proposal-invalid", str(exc)) from None
+            ctx._own.extend([proposal])
+        for item in value.get("pluginData") or []:
+            if not isinstance(item, dict):
+                raise RuntimeFailure("proposal-invalid", "pluginData[] items must be {namespace, key, value}")
+            ctx.plugin_data.set(item.get("namespace"), item.get("key"), item.get("value"))
+        for interaction in ([value["interaction"]] if isinstance(value.get("interaction"), dict) else []) + [
+            i for i in value.get("interactions") or [] if isinstance(i, dict)
+        ]:
+            item = dict(interaction)
+            item.setdefault("sourcePluginId", ctx.plugin_id)
+            ctx.interactions[str(item.get("interactionId"))] = item
+        result.output = output if output else None
+        result.pre_game_done = value.get("preGameDone") is True
+    elif value is not None:
+        try:
+            result.output = json.loads(json.dumps(value))
+        except (TypeError, ValueError):
+            raise RuntimeFailure("output_invalid", "the handler returned a value JSON cannot hold") from None
+
+
+def _emitter(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo):
+    def emit(type: str, payload: dict[str, Any]) -> None:
+        env.tracer.emit(type, {"runtimeId": runtime.id, "pluginId": runtime.plugin_id, **payload},
+                        turn_id=turn.turn_id, plugin_id=runtime.plugin_id, runtime_id=runtime.id)
+    return emit
+
+
+def guard_run(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo, *, upstream: list[P.Proposal],
+              inputs: dict[str, Any], run_id: str) -> RuntimeResult | None:
+    """Run the runtime's guard. None → run the agent; else the finished (or skipped) result."""
+    if not runtime.guard:
+        return None
+    result = RuntimeResult(runtime_id=runtime.id, plugin_id=runtime.plugin_id, stage=runtime.stage,
+                           status=STATUS_SUCCESS, run_id=run_id)
+    own = StagedProposals()
+    view = EngineStateView(env.snapshot, upstream=upstream, own=own, form_validators=env.form_validators,
+                           event_topics=env.event_topics, datasets=env.datasets)
+    emit = _emitter(env, runtime, turn)
+    started = time.monotonic()
+    try:
+        guard = callable_load(env, runtime, runtime.guard, DEFAULT_GUARD_NAME)
+        ctx = FunctionContext(env, runtime, turn, view, own, inputs, emit, result)
+        value = guard(ctx)
+        if value is None:
+            return None
+        if isinstance(value, dict) and isinstance(value.get("skip"), str):
+            result.status = STATUS_SKIPPED
+            result.skip_reason = value["skip"]
+            return result
+        handler_return_apply(value, ctx, result)
+        if ctx.failed:
+            raise RuntimeFailure("tool_failed", "a tool call of the guard failed")
+        result.pending_inputs = list(ctx.interactions.values())
+        result.proposals = own.items()
+    except RuntimeFailure as exc:
+        result.status, result.error = STATUS_FAILED, {"message": exc.message, "code": exc.code}
+    except Exception as exc:  # plugin code
+        result.status, result.error = STATUS_FAILED, {"message": f"{type(exc).__name__}: {exc}", "code": "guard_error"}
+    result.duration_ms = int((time.monotonic() - started) * 1000)
+    if result.status == STATUS_FAILED:
+        result.proposals, result.pending_inputs = [], []
+    return result
+
+
+def function_runtime_run(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo, *, upstream: list[P.Proposal],
+                         inputs: dict[str, Any], run_id: str) -> RuntimeResult:
+    """Run a function runtime. Never raises for a runtime failure (status failed, error set)."""
+    assert runtime.function is not None
+    result = RuntimeResult(runtime_id=runtime.id, plugin_id=runtime.plugin_id, stage=runtime.stage,
+                           status=STATUS_SUCCESS, run_id=run_id)
+    own = StagedProposals()
+    view = EngineStateView(env.snapshot, upstream=upstream, own=own, form_validators=env.form_validators,
+                           event_topics=env.event_topics, datasets=env.datasets)
+    emit = _emitter(env, runtime, turn)
+    started = time.monotonic()
+    emit(T.FUNCTION_EXECUTING, {"handler": runtime.function.handler})
+    try:
+        handler = callable_load(env, runtime, runtime.function.handler, DEFAULT_HANDLER_NAME)
+        ctx = FunctionContext(env, runtime, turn, view, own, inputs, emit, result)
+        value = handler(ctx)
+        if ctx.failed:
+            raise RuntimeFailure("tool_failed", "a ctx.tools.call failed; the runtime's writes are discarded")
+        handler_return_apply(value, ctx, result)
+        result.pending_inputs = list(ctx.interactions.values())
+        result.proposals = own.items()
+    except RuntimeFailure as exc:
+        result.status, result.error = STATUS_FAILED, {"message": exc.message, "code": exc.code}
+    except ToolCallFailed as exc:
+        result.status, result.error = STATUS_FAILED, {"message": str(exc), "code": "tool_failed"}
+    except Exception as exc:  # plugin code may raise anything; only this runtime fails
+        result.status, result.error = STATUS_FAILED, {"message": f"{type(exc).__name__}: {exc}", "code": "handler_error"}
+    result.duration_ms = int((time.monotonic() - started) * 1000)
+    if result.status == STATUS_FAILED:
+        result.proposals, result.pending_inputs = [], []
+    emit(T.FUNCTION_COMPLETED, {"status": result.status, "durationMs": result.duration_ms})
+    return result
+
+
+

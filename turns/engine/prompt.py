@@ -1,0 +1,186 @@
+"""Prompt assembly for agent runtimes: system prompt, history and the turn's user message.
+
+System prompt = the runtime's prompt file ``prompts/<name>.<locale>.md`` (name: the runtime's
+local id, the plugin id for the inline runtime; locale exact, then same language, then en-US),
+or the manifest body when there is no file — with ``{{ dotted.path }}`` placeholders filled from
+``template_values`` (unknown paths become ""; a line that was only an empty placeholder is
+dropped) — followed by the segments the template did not already place: world lore, characters,
+lorebook matches, memory, plugin prompt contributions, runtime inputs and the completion rule.
+Every segment is cut to its character budget; a cut is reported as ``context.pruned``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from turns.engine.snapshot import SessionSnapshot
+from turns.engine.tools.context import CharacterRecord
+
+PLACEHOLDER_RE = re.compile(r"\{\{\s*([A-Za-z0-9_.\-]+)\s*\}\}")
+#: Character budgets per segment (prompt budget, roughly 4 characters per token).
+LORE_BUDGET_CHARS = 16000
+CHARACTERS_BUDGET_CHARS = 6000
+LOREBOOK_BUDGET_CHARS = 6000
+MEMORY_BUDGET_CHARS = 4000
+HISTORY_BUDGET_CHARS = 24000
+#: Default number of past turns in the history when agent.history.maxTurns is not declared.
+HISTORY_MAX_TURNS = 20
+#: How many recent messages lorebook keys are matched against.
+LOREBOOK_SCAN_MESSAGES = 6
+
+
+def prompt_file_find(plugin_root: Path, name: str, locale: str) -> Path | None:
+    """``prompts/<name>.<locale>.md``: exact locale, then same language, then en-US."""
+    folder = plugin_root / "prompts"
+    if not folder.is_dir():
+        return None
+    exact = folder / f"{name}.{locale}.md"
+    if exact.is_file():
+        return exact
+    language = locale.split("-", 1)[0]
+    for candidate in sorted(folder.glob(f"{name}.{language}*.md")):
+        return candidate
+    fallback = folder / f"{name}.en-US.md"
+    return fallback if fallback.is_file() else None
+
+
+def _lookup(values: dict[str, Any], path: str) -> Any:
+    node: Any = values
+    for part in path.split("."):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        else:
+            return None
+    return node
+
+
+def _as_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, indent=1)
+
+
+def template_fill(template: str, values: dict[str, Any]) -> tuple[str, set[str]]:
+    """Fill ``{{ path }}`` placeholders; returns (text, the top-level keys referenced)."""
+    used: set[str] = set()
+    out_lines: list[str] = []
+    for line in template.splitlines():
+        found = PLACEHOLDER_RE.findall(line)
+        for path in found:
+            used.add(path.split(".", 1)[0] + ("." + path.split(".")[1] if "." in path else ""))
+        filled = PLACEHOLDER_RE.sub(lambda m: _as_text(_lookup(values, m.group(1))), line)
+        if found and not filled.strip() and line.strip():
+            continue
+        out_lines.append(filled)
+    return "\n".join(out_lines), used
+
+
+def budget_cut(text: str, limit: int) -> tuple[str, bool]:
+    if len(text) <= limit:
+        return text, False
+    return text[:limit].rstrip() + "\n…", True
+
+
+def character_line(c: CharacterRecord, zh: bool) -> str:
+    bits = [c.name]
+    if c.aliases:
+        bits.append(("别名：" if zh else "aliases: ") + ", ".join(c.aliases))
+    if c.description:
+        bits.append(c.description.strip().replace("\n", " ")[:300])
+    facts = {k: v for k, v in (c.fields or {}).items() if v not in (None, "", [], {})}
+    if facts:
+        bits.append(json.dumps(facts, ensure_ascii=False)[:400])
+    return f"- [{c.type}] " + " — ".join(bits)
+
+
+def lorebook_matches(snapshot: SessionSnapshot, entries: list[Any], scan_text: str) -> list[Any]:
+    """Enabled entries with no keys (constant) or a key occurring in ``scan_text`` (case-insensitive)."""
+    lowered = scan_text.lower()
+    out = []
+    for entry in entries:
+        if not entry.enabled:
+            continue
+        keys = [k for k in entry.keys if isinstance(k, str) and k.strip()]
+        if not keys or any(k.lower() in lowered for k in keys):
+            out.append(entry)
+    return out
+
+
+def template_values(
+    *,
+    snapshot: SessionSnapshot,
+    characters: list[CharacterRecord],
+    lore_matches: list[Any],
+    inputs: dict[str, Any],
+    user_settings: dict[str, Any],
+    character_schema: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The values prompt templates may reference (see turns/engine/README.md, "Prompt templates")."""
+    zh = snapshot.locale.lower().startswith("zh")
+    players = [c for c in characters if c.type == "player"]
+    npcs = [c for c in characters if c.type != "player"]
+    dims = {d.id: d.value for d in snapshot.dimensions}
+    return {
+        "world": {
+            "name": snapshot.world.name,
+            "description": snapshot.world.summary,
+            "lore": snapshot.world.lore,
+            "openingScenario": snapshot.world.opening_scenario,
+            "dimensions": dims if dims else "",
+            "schema": character_schema or "",
+        },
+        "player": {"character": "\n".join(character_line(c, zh) for c in players)},
+        "characters": {"npcs": "\n".join(character_line(c, zh) for c in npcs), "all": "\n".join(character_line(c, zh) for c in characters)},
+        "lorebook": {"matches": "\n\n".join(e.content for e in lore_matches)},
+        "userSettings": user_settings,
+        "session": {"locale": snapshot.locale, "turn": snapshot.completed_player_turns},
+        "runtime": {"inputs": inputs},
+    }
+
+
+def completion_text(*, is_story: bool, offers_done: bool, after_tools: list[str], require: str | None, zh: bool) -> str:
+    """The [COMPLETION] rule the model reads."""
+    if is_story:
+        return "以故事正文结束本回合：直接写出正文。" if zh else "Finish by writing the story prose itself."
+    if after_tools:
+        names = ", ".join(after_tools)
+        return (f"调用 {names} 完成本任务；它成功后本 runtime 即结束。" if zh
+                else f"Complete this task by calling {names}; the runtime ends when it succeeds.")
+    if offers_done:
+        extra = ("先完成需要的工具调用，" if require == "tool-use" else "") if zh else ("first make the tool calls the task needs, then " if require == "tool-use" else "")
+        return (f"{extra}完成后调用 runtime-done 结束。" if zh else f"When finished, {extra}call runtime-done.")
+    return "完成后用一句话说明结果。" if zh else "When finished, reply with one short sentence."
+
+
+def history_messages(snapshot: SessionSnapshot, *, max_turns: int | None) -> tuple[list[dict[str, Any]], bool]:
+    """Story history (player messages and story prose) as chat messages, newest turns within budget.
+
+    Returns (messages oldest first, was_pruned).
+    """
+    rows = [h for h in snapshot.history if h["role"] in ("user", "assistant")]
+    turns: list[str] = []
+    for row in rows:
+        if not turns or turns[-1] != row["turn_id"]:
+            turns.append(row["turn_id"])
+    keep_turns = set(turns[-(max_turns or HISTORY_MAX_TURNS):])
+    selected = [r for r in rows if r["turn_id"] in keep_turns]
+    out: list[dict[str, Any]] = []
+    total = 0
+    pruned = len(selected) < len(rows)
+    for row in reversed(selected):
+        content = row["content"]
+        text = content.get("text") if isinstance(content, dict) else str(content)
+        if not text:
+            continue
+        if total + len(text) > HISTORY_BUDGET_CHARS:
+            pruned = True
+            break
+        total += len(text)
+        out.append({"role": row["role"], "content": text})
+    out.reverse()
+    return out, pruned

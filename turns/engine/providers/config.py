@@ -1,0 +1,223 @@
+"""Model slots from ``COVEL_HOME/llm.toml`` and the client that serves a runtime.
+
+File shape (one table per slot, spec 004 "模型配置"):
+
+    [covel.story]
+    provider = "openai"            # "openai" | "scripted"
+    model = "gpt-4o-mini"
+    baseUrl = "https://api.openai.com/v1"
+    protocol = "openai-chat-v1"    # the only wire protocol the openai provider speaks
+    tag = "fast"                   # optional label
+    fallback = "plugin"            # optional: another slot tried when this one cannot answer
+
+Without the file every slot is ``scripted``. Keys come from ``{PROVIDER}_API_KEY`` environment
+variables (``OPENAI_API_KEY``) or the per-request ``X-Provider-Keys`` map ({provider: key}),
+which the caller passes in memory and nothing stores. Slot choice for a runtime:
+request ``model`` > ``session.metadata.runtimeModelOverrides[runtimeId]`` > the manifest's
+``agent.model`` > ``story`` for story runtimes, ``plugin`` otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from turns.engine.providers.base import ModelClient, ModelError, ModelRequest, StreamItem, TextDelta
+from turns.engine.providers.scripted import ScriptedClient
+
+LLM_TOML = "llm.toml"
+PROVIDER_SCRIPTED = "scripted"
+PROVIDER_OPENAI = "openai"
+PROTOCOL_OPENAI_CHAT = "openai-chat-v1"
+SLOT_STORY = "story"
+SLOT_PLUGIN = "plugin"
+SLOT_MEMORY = "memory"
+KNOWN_PROVIDERS = (PROVIDER_SCRIPTED, PROVIDER_OPENAI)
+
+
+class ModelConfigError(ValueError):
+    """llm.toml is malformed (bad TOML, unknown provider/protocol, fallback cycle)."""
+
+
+@dataclass(frozen=True)
+class SlotConfig:
+    name: str
+    provider: str = PROVIDER_SCRIPTED
+    model: str = ""
+    base_url: str | None = None
+    protocol: str = PROTOCOL_OPENAI_CHAT
+    tag: str | None = None
+    fallback: str | None = None
+    idle_timeout_ms: int | None = None
+
+
+@dataclass
+class ModelConfig:
+    """Parsed llm.toml. ``slots`` empty means "no file": every slot is scripted."""
+
+    slots: dict[str, SlotConfig] = field(default_factory=dict)
+
+    def slot(self, name: str) -> SlotConfig:
+        """The named slot; an unknown name (or no file) is a scripted slot of that name."""
+        if name in self.slots:
+            return self.slots[name]
+        if not self.slots:
+            return SlotConfig(name=name)
+        raise ModelConfigError(f"model slot {name!r} is not configured; add [covel.{name}] to llm.toml")
+
+    def has_slot(self, name: str) -> bool:
+        return not self.slots or name in self.slots
+
+
+def model_config_parse(text: str) -> ModelConfig:
+    """Parse llm.toml text. Raises ModelConfigError."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ModelConfigError(f"llm.toml is not valid TOML: {exc}") from None
+    tables = data.get("covel") or {}
+    if not isinstance(tables, dict):
+        raise ModelConfigError("llm.toml: [covel] must be a table of slots")
+    slots: dict[str, SlotConfig] = {}
+    for name, raw in tables.items():
+        if not isinstance(raw, dict):
+            raise ModelConfigError(f"llm.toml: [covel.{name}] must be a table")
+        provider = str(raw.get("provider", PROVIDER_SCRIPTED))
+        if provider not in KNOWN_PROVIDERS:
+            raise ModelConfigError(f"llm.toml: [covel.{name}] provider {provider!r} is not one of {', '.join(KNOWN_PROVIDERS)}")
+        protocol = str(raw.get("protocol", PROTOCOL_OPENAI_CHAT))
+        if provider == PROVIDER_OPENAI and protocol != PROTOCOL_OPENAI_CHAT:
+            raise ModelConfigError(f"llm.toml: [covel.{name}] protocol {protocol!r} is not supported (use {PROTOCOL_OPENAI_CHAT})")
+        idle = raw.get("idleTimeoutMs")
+        slots[name] = SlotConfig(
+            name=name,
+            provider=provider,
+            model=str(raw.get("model", "")),
+            base_url=raw.get("baseUrl"),
+            protocol=protocol,
+            tag=raw.get("tag"),
+            fallback=raw.get("fallback"),
+            idle_timeout_ms=int(idle) if isinstance(idle, int) else None,
+        )
+    for slot in slots.values():
+        seen = {slot.name}
+        current = slot
+        while current.fallback:
+            if current.fallback not in slots:
+                raise ModelConfigError(f"llm.toml: [covel.{current.name}] fallback {current.fallback!r} is not a slot")
+            if current.fallback in seen:
+                raise ModelConfigError(f"llm.toml: fallback cycle through {current.fallback!r}")
+            seen.add(current.fallback)
+            current = slots[current.fallback]
+    return ModelConfig(slots=slots)
+
+
+def model_config_load(covel_home: Path | str | None, *, path: Path | str | None = None) -> ModelConfig:
+    """Read ``path`` or ``COVEL_HOME/llm.toml``; a missing file gives the all-scripted config."""
+    target = Path(path) if path else (Path(covel_home) / LLM_TOML if covel_home else None)
+    if target is None or not target.is_file():
+        return ModelConfig()
+    return model_config_parse(target.read_text(encoding="utf-8"))
+
+
+def slot_for_runtime(
+    *,
+    config: ModelConfig,
+    runtime_id: str,
+    is_story: bool,
+    request_model: str | None = None,
+    overrides: dict[str, Any] | None = None,
+    manifest_model: str | None = None,
+) -> tuple[SlotConfig, str]:
+    """Resolve (slot, model id): request model > runtimeModelOverrides > agent.model > default.
+
+    A request model that names no slot is taken as a model id on the default slot.
+    """
+    default = SLOT_STORY if is_story else SLOT_PLUGIN
+    if request_model:
+        if config.has_slot(request_model):
+            slot = config.slot(request_model)
+            return slot, slot.model
+        slot = config.slot(default) if config.has_slot(default) else config.slot(next(iter(config.slots)))
+        return slot, request_model
+    for candidate in ((overrides or {}).get(runtime_id), manifest_model):
+        if isinstance(candidate, str) and candidate and config.has_slot(candidate):
+            slot = config.slot(candidate)
+            return slot, slot.model
+    if config.has_slot(default):
+        slot = config.slot(default)
+    elif config.has_slot(SLOT_STORY):
+        slot = config.slot(SLOT_STORY)
+    else:
+        slot = config.slot(next(iter(config.slots)))
+    return slot, slot.model
+
+
+def api_key_for(provider: str, provider_keys: dict[str, str] | None) -> str | None:
+    """Per-request key first, then ``{PROVIDER}_API_KEY`` from the environment."""
+    if provider_keys and isinstance(provider_keys.get(provider), str) and provider_keys[provider]:
+        return provider_keys[provider]
+    return os.environ.get(f"{provider.upper().replace('-', '_')}_API_KEY") or None
+
+
+class ModelRouter:
+    """Hands out a client per slot and runs a call with its fallback chain.
+
+    A call falls back only when the primary fails before streaming anything and the failure is
+    not an idle timeout (spec: no retry on idle). Thread-safe.
+    """
+
+    def __init__(self, config: ModelConfig | None = None, *, provider_keys: dict[str, str] | None = None,
+                 clients: dict[str, ModelClient] | None = None) -> None:
+        self.config = config or ModelConfig()
+        self.provider_keys = dict(provider_keys or {})
+        self._clients: dict[str, ModelClient] = dict(clients or {})
+
+    def client_for(self, slot: SlotConfig) -> ModelClient:
+        if slot.provider in self._clients:
+            return self._clients[slot.provider]
+        key = slot.provider + "|" + (slot.base_url or "")
+        if key in self._clients:
+            return self._clients[key]
+        if slot.provider == PROVIDER_SCRIPTED:
+            client: ModelClient = ScriptedClient()
+        elif slot.provider == PROVIDER_OPENAI:
+            from turns.engine.providers.openai_chat import OpenAIChatClient
+
+            client = OpenAIChatClient(base_url=slot.base_url or "https://api.openai.com/v1", idle_timeout_ms=slot.idle_timeout_ms)
+        else:  # pragma: no cover - parse rejects unknown providers
+            raise ModelError("not_configured", f"unknown provider {slot.provider!r}")
+        self._clients[key] = client
+        return client
+
+    def stream(self, slot: SlotConfig, model: str, request: ModelRequest) -> Iterator[StreamItem]:
+        """Stream one call on ``slot`` (model id ``model``), falling back as described above."""
+        current: SlotConfig | None = slot
+        current_model = model
+        while current is not None:
+            request.slot = current.name
+            request.model = current_model or current.model
+            request.api_key = api_key_for(current.provider, self.provider_keys) if current.provider != PROVIDER_SCRIPTED else None
+            if current.provider != PROVIDER_SCRIPTED and not request.api_key and current.base_url is None:
+                error: ModelError | None = ModelError("no_key", f"no API key for provider {current.provider!r} (set {current.provider.upper()}_API_KEY)")
+            else:
+                error = None
+                started = False
+                try:
+                    for item in self.client_for(current).stream(request):
+                        if isinstance(item, TextDelta):
+                            started = True
+                        yield item
+                    return
+                except ModelError as exc:
+                    if started or exc.code == "idle_timeout":
+                        raise
+                    error = exc
+            if current.fallback and error is not None:
+                current = self.config.slot(current.fallback)
+                current_model = current.model
+                continue
+            raise error  # type: ignore[misc]

@@ -1,0 +1,245 @@
+"""Runtime selection and scheduling for one turn (spec 004 §Turn 执行).
+
+Stages run in order setup, pre-turn, narrative, post-turn, audit; a stage ends before the next
+starts. Inside a stage, ``needs`` / ``after`` / ``io.inputs`` (by runtime id or by output
+contract) order the runtimes; runtimes with no pending dependency run concurrently in worker
+threads. A runtime sees the successful upstream results of this execution: their proposals
+through its state view, their outputs as ``io.inputs``. A failed or skipped ``needs`` target
+skips the dependant (``dependency-failed``); ``after`` only orders. Dependency cycles fail the
+runtimes on the cycle.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import uuid
+from typing import Any
+
+from plugins_app.manifests import STAGES, RuntimeManifest
+from turns.engine import trace as T
+from turns.engine.agent import agent_runtime_run, is_story_runtime
+from turns.engine.env import ExecutionEnv
+from turns.engine.function import function_runtime_run, guard_run
+from turns.engine.runtime import (
+    STATUS_FAILED,
+    STATUS_SKIPPED,
+    STATUS_SUCCESS,
+    RuntimeResult,
+    TurnInfo,
+)
+from turns.engine.setup import setup_state_of, DONE, BLOCKED
+
+MAIN_STAGES = ("pre-turn", "narrative", "post-turn", "audit")
+RUNNABLE_TRIGGERS = ("auto", "scheduled")
+#: Most runtimes of one stage running at once.
+MAX_PARALLEL_RUNTIMES = 8
+
+SKIP_SETUP_INCOMPLETE = "setup-incomplete"
+SKIP_DEPENDENCY_FAILED = "dependency-failed"
+SKIP_MISSING_INPUT = "missing-input"
+SKIP_START_TURN = "start-turn"
+SKIP_INTERVAL = "interval"
+SKIP_ABORTED = "aborted"
+
+
+def runtimes_select(env: ExecutionEnv, turn: TurnInfo) -> list[tuple[RuntimeManifest, str | None]]:
+    """(runtime, skip reason or None) for the turn, in plugin order. Setup turns take pending
+    setup-stage runtimes; main turns the auto runtimes of the other stages."""
+    out: list[tuple[RuntimeManifest, str | None]] = []
+    setup_states = env.snapshot.setup_runtimes
+    incomplete_plugins = {
+        r.plugin_id for r in env.runtimes()
+        if r.stage == "setup" and r.trigger.type == "auto" and (setup_states.get(r.id) or {}).get("state") != DONE
+    }
+    for runtime in env.runtimes():
+        if turn.only_runtime_ids is not None and runtime.id not in turn.only_runtime_ids:
+            continue
+        if runtime.trigger.type not in RUNNABLE_TRIGGERS or runtime.is_subagent_only or runtime.stage is None:
+            continue
+        if turn.kind == "setup":
+            if runtime.stage != "setup":
+                continue
+            state = setup_state_of(setup_states, runtime.id)
+            if state["state"] in (DONE, BLOCKED):
+                continue
+            out.append((runtime, None))
+            continue
+        if runtime.stage not in MAIN_STAGES:
+            continue
+        if runtime.plugin_id in incomplete_plugins:
+            out.append((runtime, SKIP_SETUP_INCOMPLETE))
+            continue
+        if runtime.trigger.start_turn and turn.logical_turn < runtime.trigger.start_turn:
+            out.append((runtime, SKIP_START_TURN))
+            continue
+        if runtime.trigger.type == "scheduled" and runtime.trigger.interval and turn.logical_turn % runtime.trigger.interval:
+            out.append((runtime, SKIP_INTERVAL))
+            continue
+        out.append((runtime, None))
+    return out
+
+
+def _json_pointer(value: Any, pointer: str | None) -> tuple[bool, Any]:
+    if not pointer:
+        return True, value
+    node = value
+    for raw in pointer.lstrip("/").split("/"):
+        part = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return False, None
+    return True, node
+
+
+def _dependency_ids(runtime: RuntimeManifest, stage_runtimes: list[RuntimeManifest]) -> tuple[set[str], set[str]]:
+    """(needs ids, ordering ids) inside the same stage."""
+    by_contract: dict[str, list[str]] = {}
+    for other in stage_runtimes:
+        if other.output_contract:
+            by_contract.setdefault(other.output_contract, []).append(other.id)
+    ids = {r.id for r in stage_runtimes}
+
+    def refs(items: list[dict[str, Any]]) -> set[str]:
+        found: set[str] = set()
+        for item in items:
+            if isinstance(item.get("runtime"), str) and item["runtime"] in ids:
+                found.add(item["runtime"])
+            if isinstance(item.get("contract"), str):
+                found.update(by_contract.get(item["contract"], []))
+        return found - {runtime.id}
+
+    needs = refs(runtime.needs)
+    order = set(needs) | refs(runtime.after)
+    for binding in runtime.inputs.values():
+        source = binding.get("from") if isinstance(binding, dict) else None
+        if isinstance(source, dict):
+            order |= refs([source])
+    return needs, order
+
+
+def inputs_resolve(runtime: RuntimeManifest, results: dict[str, RuntimeResult],
+                   manifests: dict[str, RuntimeManifest]) -> tuple[dict[str, Any], str | None]:
+    """Resolve io.inputs from this execution's successful results. Returns (inputs, missing name)."""
+    out: dict[str, Any] = {}
+    for name, binding in runtime.inputs.items():
+        if not isinstance(binding, dict):
+            continue
+        source = binding.get("from") or {}
+        values: list[Any] = []
+        if isinstance(source.get("runtime"), str):
+            result = results.get(source["runtime"])
+            if result is not None and result.status == STATUS_SUCCESS and result.output is not None:
+                values.append(result.output)
+        elif isinstance(source.get("contract"), str):
+            for rid, result in results.items():
+                manifest = manifests.get(rid)
+                if manifest and manifest.output_contract == source["contract"] and result.status == STATUS_SUCCESS and result.output is not None:
+                    values.append(result.output)
+        selected = []
+        for value in values:
+            found, picked = _json_pointer(value, binding.get("select"))
+            if found:
+                selected.append(picked)
+        if selected:
+            out[name] = selected if source.get("cardinality") == "all" else selected[0]
+        elif binding.get("required"):
+            return out, name
+    return out, None
+
+
+def _run_one(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo, upstream, inputs, upstream_texts) -> RuntimeResult:
+    run_id = str(uuid.uuid4())
+    emit_payload = {"runtimeId": runtime.id, "pluginId": runtime.plugin_id, "stage": runtime.stage, "runId": run_id}
+    env.tracer.emit(T.RUNTIME_STARTED, emit_payload, turn_id=turn.turn_id, plugin_id=runtime.plugin_id, runtime_id=runtime.id)
+    if runtime.runtime_type == "function" and runtime.function is not None:
+        result = function_runtime_run(env, runtime, turn, upstream=upstream, inputs=inputs, run_id=run_id)
+    else:
+        result = guard_run(env, runtime, turn, upstream=upstream, inputs=inputs, run_id=run_id)
+        if result is None:
+            result = agent_runtime_run(env, runtime, turn, upstream=upstream, inputs=inputs,
+                                       upstream_texts=upstream_texts, run_id=run_id)
+    result.is_story = is_story_runtime(runtime)
+    payload = {**emit_payload, "status": result.status, "durationMs": result.duration_ms}
+    if result.error:
+        payload["error"] = result.error
+        env.tracer.emit(T.RUNTIME_FAILED, {**emit_payload, "error": result.error}, turn_id=turn.turn_id,
+                        plugin_id=runtime.plugin_id, runtime_id=runtime.id)
+    if result.skip_reason:
+        payload["reason"] = result.skip_reason
+    if result.pre_game_done:
+        payload["preGameDone"] = True
+    env.tracer.emit(T.RUNTIME_COMPLETED, payload, turn_id=turn.turn_id, plugin_id=runtime.plugin_id, runtime_id=runtime.id)
+    return result
+
+
+def _skipped(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo, reason: str) -> RuntimeResult:
+    result = RuntimeResult(runtime_id=runtime.id, plugin_id=runtime.plugin_id, stage=runtime.stage, status=STATUS_SKIPPED,
+                           skip_reason=reason, run_id=str(uuid.uuid4()), is_story=is_story_runtime(runtime))
+    env.tracer.emit(T.RUNTIME_SKIPPED, {"runtimeId": runtime.id, "pluginId": runtime.plugin_id, "stage": runtime.stage, "reason": reason},
+                    turn_id=turn.turn_id, plugin_id=runtime.plugin_id, runtime_id=runtime.id)
+    return result
+
+
+def turn_runtimes_run(env: ExecutionEnv, turn: TurnInfo) -> list[RuntimeResult]:
+    """Select and run the turn's runtimes; returns results in completion order by stage."""
+    selected = runtimes_select(env, turn)
+    manifests = {r.id: r for r, _ in selected}
+    results: dict[str, RuntimeResult] = {}
+    ordered: list[RuntimeResult] = []
+    for runtime, reason in selected:
+        if reason is not None:
+            results[runtime.id] = _skipped(env, runtime, turn, reason)
+            ordered.append(results[runtime.id])
+    for stage in STAGES:
+        stage_runtimes = [r for r, reason in selected if r.stage == stage and reason is None]
+        deps = {r.id: _dependency_ids(r, stage_runtimes) for r in stage_runtimes}
+        pending = {r.id: r for r in stage_runtimes}
+        while pending:
+            if env.cancel.is_cancelled:
+                for runtime in pending.values():
+                    results[runtime.id] = _skipped(env, runtime, turn, SKIP_ABORTED)
+                    ordered.append(results[runtime.id])
+                break
+            ready = [r for r in pending.values() if not (deps[r.id][1] & set(pending))]
+            if not ready:
+                for runtime in pending.values():
+                    failed = RuntimeResult(runtime_id=runtime.id, plugin_id=runtime.plugin_id, stage=stage, status=STATUS_FAILED,
+                                           error={"message": "dependency cycle", "code": "dependency_cycle"}, run_id=str(uuid.uuid4()))
+                    env.tracer.emit(T.RUNTIME_FAILED, {"runtimeId": runtime.id, "pluginId": runtime.plugin_id, "error": failed.error},
+                                    turn_id=turn.turn_id, plugin_id=runtime.plugin_id, runtime_id=runtime.id)
+                    results[runtime.id] = failed
+                    ordered.append(failed)
+                break
+            upstream = [p for res in ordered if res.status == STATUS_SUCCESS for p in res.proposals]
+            upstream_texts = [res.text for res in ordered if res.status == STATUS_SUCCESS and res.is_story and res.text]
+            jobs: list[tuple[RuntimeManifest, dict[str, Any]]] = []
+            for runtime in ready:
+                del pending[runtime.id]
+                needs, _ = deps[runtime.id]
+                if any(results[n].status != STATUS_SUCCESS for n in needs if n in results):
+                    results[runtime.id] = _skipped(env, runtime, turn, SKIP_DEPENDENCY_FAILED)
+                    ordered.append(results[runtime.id])
+                    continue
+                inputs, missing = inputs_resolve(runtime, results, manifests)
+                if missing is not None:
+                    results[runtime.id] = _skipped(env, runtime, turn, f"{SKIP_MISSING_INPUT}:{missing}")
+                    ordered.append(results[runtime.id])
+                    continue
+                jobs.append((runtime, inputs))
+            if len(jobs) == 1:
+                runtime, inputs = jobs[0]
+                res = _run_one(env, runtime, turn, upstream, inputs, upstream_texts)
+                results[runtime.id] = res
+                ordered.append(res)
+            elif jobs:
+                with concurrent.futures.ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_RUNTIMES, len(jobs)),
+                                                           thread_name_prefix="runtime") as pool:
+                    futures = [(r, pool.submit(_run_one, env, r, turn, upstream, i, upstream_texts)) for r, i in jobs]
+                    for runtime, future in futures:
+                        res = future.result()
+                        results[runtime.id] = res
+                        ordered.append(res)
+    return ordered

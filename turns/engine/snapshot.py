@@ -1,0 +1,149 @@
+"""Everything an execution reads, loaded once before any runtime starts.
+
+Runtimes run in worker threads and never touch the database: they read this snapshot (through
+``EngineStateView`` for tools) plus the proposals staged so far. Loading up front also pins what
+the turn sees to one moment (spec 000 §读到的是哪一份数据: committed rows, then successful
+upstream proposals, then the runtime's own).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from turns.engine.tools.context import CharacterRecord, LorebookEntry, MemoryMessage, WorldDimension
+
+#: How many chat messages the snapshot keeps for memory-search recall (spec 000: 最近 500 条).
+RECALL_MESSAGES = 500
+#: How many prompt-history rows (turn_messages) the snapshot keeps.
+HISTORY_ROWS = 400
+
+
+@dataclass
+class WorldContext:
+    """The session's world in its content locale. lore is loreOverride when the session has one."""
+
+    id: str = ""
+    name: str = ""
+    summary: str = ""
+    lore: str = ""
+    opening_scenario: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SessionSnapshot:
+    """The session state one execution starts from (see module docstring)."""
+
+    session_id: str
+    locale: str
+    phase: str
+    status: str
+    completed_player_turns: int
+    setup_runtimes: dict[str, Any]
+    active_plugins: list[str]
+    metadata: dict[str, Any]
+    seats: list[dict[str, Any]]
+    world: WorldContext
+    characters: list[CharacterRecord]
+    character_schema: dict[str, Any] | None
+    dimensions: list[WorldDimension]
+    plugin_data: dict[tuple[str, str], dict[str, Any]]
+    lorebook: list[LorebookEntry]
+    messages: list[MemoryMessage]
+    history: list[dict[str, Any]]  # turn_messages: {turn_id, runtime_id, role, content}
+    pending_interactions: list[dict[str, Any]]
+
+    @property
+    def runtime_model_overrides(self) -> dict[str, str]:
+        value = self.metadata.get("runtimeModelOverrides")
+        return value if isinstance(value, dict) else {}
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat().replace("+00:00", "Z") if value is not None else None
+
+
+def world_context_load(world_id: str, locale: str, metadata: dict[str, Any]) -> WorldContext:
+    """The world's name/summary/lore in ``locale``; lore is ``metadata.loreOverride`` when set
+    (an empty string is an explicit clear, spec 004 §世界背景)."""
+    from sessions.catalog import world_resolve
+
+    ctx = WorldContext(id=world_id or "")
+    resolved = world_resolve(world_id) if world_id else None
+    if resolved is not None:
+        content = resolved.content(locale)
+        meta = resolved.metadata
+        ctx.name = content.get("name") or resolved.name
+        localized = (meta.get("localizedText") or {}).get("description") or {}
+        ctx.summary = (content.get("summary") or localized.get(locale) or meta.get("description")
+                       or meta.get("summary") or "")
+        ctx.lore = content.get("lore") or ""
+        ctx.opening_scenario = str(meta.get("openingScenario") or "")
+        ctx.metadata = meta
+    if isinstance(metadata.get("loreOverride"), str):
+        ctx.lore = metadata["loreOverride"]
+    if not ctx.summary and ctx.lore:
+        ctx.summary = ctx.lore.strip().split("\n\n", 1)[0][:400]
+    return ctx
+
+
+def session_snapshot_load(session: Any) -> SessionSnapshot:
+    """Load a SessionSnapshot for ``session`` (a sessions.models.Session row)."""
+    from plugins_app.models import PluginData
+    from sessions.models import Character, CharacterSchema, ChatMessage, DimensionValue, LorebookEntry as LoreRow, TurnMessage
+    from turns.models import InteractionRecord
+
+    characters = [
+        CharacterRecord(
+            id=c.character_id, name=c.name, type=c.type, aliases=tuple(c.aliases or ()), description=c.description,
+            fields=dict(c.fields or {}), version=c.version, created_at=_iso(c.created_at), updated_at=_iso(c.updated_at),
+        )
+        for c in Character.objects.filter(session=session).order_by("id")
+    ]
+    schema_row = CharacterSchema.objects.filter(session=session).first()
+    dimensions = [
+        WorldDimension(id=d.dimension_id, value=d.value, version=d.version,
+                       name=(d.definition or {}).get("name") if isinstance((d.definition or {}).get("name"), str) else None,
+                       schema=(d.definition or {}).get("schema"))
+        for d in DimensionValue.objects.filter(session=session).order_by("id")
+    ]
+    plugin_data: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in PluginData.objects.filter(session=session).order_by("id"):
+        plugin_data.setdefault((row.plugin_id, row.namespace), {})[row.key] = row.value
+    lorebook = [
+        LorebookEntry(id=e.entry_id, keys=tuple(e.keys or ()), content=e.content, enabled=e.enabled)
+        for e in LoreRow.objects.filter(session=session).order_by("id")
+    ]
+    recent = list(ChatMessage.objects.filter(session=session).order_by("-id")[:RECALL_MESSAGES])
+    recent.reverse()
+    messages = [MemoryMessage(role=m.role, text=m.content, message_id=m.message_id) for m in recent if m.content]
+    history_rows = list(TurnMessage.objects.filter(session=session).order_by("-id")[:HISTORY_ROWS])
+    history_rows.reverse()
+    history = [{"turn_id": h.turn_id, "runtime_id": h.runtime_id, "role": h.role, "content": h.content} for h in history_rows]
+    pending = [
+        {"turn_id": r.turn_id, "interaction_id": r.interaction_id, "type": r.type, "plugin_id": r.plugin_id,
+         "runtime_id": r.runtime_id, "spec": r.spec}
+        for r in InteractionRecord.objects.filter(session=session, status="pending").order_by("id")
+    ]
+    metadata = dict(session.metadata or {})
+    return SessionSnapshot(
+        session_id=session.id,
+        locale=session.locale,
+        phase=session.phase,
+        status=session.status,
+        completed_player_turns=session.completed_player_turns,
+        setup_runtimes=dict(session.setup_runtimes or {}),
+        active_plugins=list(session.active_plugins or []),
+        metadata=metadata,
+        seats=list(session.seats or []),
+        world=world_context_load(session.world_id, session.locale, metadata),
+        characters=characters,
+        character_schema=dict(schema_row.schema) if schema_row and schema_row.schema else None,
+        dimensions=dimensions,
+        plugin_data=plugin_data,
+        lorebook=lorebook,
+        messages=messages,
+        history=history,
+        pending_interactions=pending,
+    )

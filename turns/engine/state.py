@@ -1,0 +1,187 @@
+"""EngineStateView: the tools' StateView over a SessionSnapshot plus staged proposals.
+
+Reads see committed rows, then the successful upstream runtimes' proposals, then this runtime's
+own staged proposals, in that order (spec 000 §读到的是哪一份数据). The overlay rules are the same
+as the appliers' (character.upsert merges ``fields`` when ``expectedVersion`` is given; plugin
+data ops through ``turns.engine.tools.dataops``), so what a tool reads is what the commit writes.
+Pure Python; safe to call from tool worker threads.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from dataclasses import replace
+from typing import Any, Callable, Iterable
+
+from turns.engine.snapshot import SessionSnapshot
+from turns.engine.tools import proposals as P
+from turns.engine.tools.context import (
+    CharacterRecord,
+    DatasetDeclaration,
+    EventTopic,
+    LorebookEntry,
+    MemoryMessage,
+    SearchableRecord,
+    WorldDimension,
+)
+from turns.engine.tools.dataops import apply_data_ops
+
+
+def characters_overlay(base: Iterable[CharacterRecord], proposals: Iterable[P.Proposal]) -> list[CharacterRecord]:
+    """Apply character.upsert proposals to ``base`` (by id, in order). Returns new records."""
+    by_id: dict[str, CharacterRecord] = {c.id: c for c in base}
+    order = list(by_id)
+    for proposal in proposals:
+        if proposal.kind != P.CHARACTER_UPSERT:
+            continue
+        p = proposal.payload
+        existing = by_id.get(p["id"])
+        if existing is None:
+            record = CharacterRecord(
+                id=p["id"], name=p["name"], type=p.get("type") or "npc", aliases=tuple(p.get("aliases") or ()),
+                description=p.get("description") or "", fields=copy.deepcopy(p.get("fields") or {}),
+                version=int(p.get("version") or 1), created_at=p.get("createdAt"),
+            )
+            order.append(record.id)
+        else:
+            fields = dict(existing.fields)
+            if isinstance(p.get("fields"), dict):
+                if "expectedVersion" in p:
+                    fields.update(copy.deepcopy(p["fields"]))
+                else:
+                    fields = copy.deepcopy(p["fields"])
+            record = replace(
+                existing, name=p.get("name") or existing.name, type=p.get("type") or existing.type,
+                aliases=tuple(p["aliases"]) if "aliases" in p else existing.aliases,
+                description=p["description"] if "description" in p else existing.description,
+                fields=fields, version=existing.version + 1,
+            )
+        by_id[record.id] = record
+    return [by_id[i] for i in order]
+
+
+def plugin_data_overlay(rows: dict[str, Any], plugin_id: str, namespace: str, proposals: Iterable[P.Proposal]) -> dict[str, Any]:
+    """Apply one plugin's staged plugin.data* proposals for ``namespace`` to ``rows`` (a copy)."""
+    out = copy.deepcopy(rows)
+    for proposal in proposals:
+        if proposal.plugin_id != plugin_id:
+            continue
+        p = proposal.payload
+        if proposal.kind == P.PLUGIN_DATA and p["namespace"] == namespace:
+            out[p["key"]] = copy.deepcopy(p["value"])
+        elif proposal.kind == P.PLUGIN_DATA_DELETE and p["namespace"] == namespace:
+            out.pop(p["key"], None)
+        elif proposal.kind == P.PLUGIN_DATA_BATCH:
+            for entry in p["entries"]:
+                if entry["namespace"] != namespace:
+                    continue
+                if entry.get("delete"):
+                    out.pop(entry["key"], None)
+                else:
+                    out[entry["key"]] = copy.deepcopy(entry.get("value"))
+        elif proposal.kind == P.PLUGIN_DATA_UPDATE and p["namespace"] == namespace:
+            try:
+                exists, value = apply_data_ops(p["key"] in out, out.get(p["key"]), p["ops"])
+            except Exception:  # a failing op is reported by the applier; the view keeps the old value
+                continue
+            if exists:
+                out[p["key"]] = value
+            else:
+                out.pop(p["key"], None)
+    return out
+
+
+class StagedProposals:
+    """A thread-safe, append-only list of proposals (one runtime's own staged writes)."""
+
+    def __init__(self, items: Iterable[P.Proposal] = ()) -> None:
+        self._lock = threading.Lock()
+        self._items = list(items)
+
+    def extend(self, items: Iterable[P.Proposal]) -> None:
+        with self._lock:
+            self._items.extend(items)
+
+    def items(self) -> list[P.Proposal]:
+        with self._lock:
+            return list(self._items)
+
+
+class EngineStateView:
+    """StateView (turns.engine.tools.context) for one runtime. See module docstring.
+
+    upstream: proposals of successful earlier runtimes in this execution; own: this runtime's
+    StagedProposals (grows while the loop runs). registry_info: callables giving form validators,
+    event topics, datasets and searchable records for the session's plugins.
+    """
+
+    def __init__(
+        self,
+        snapshot: SessionSnapshot,
+        *,
+        upstream: list[P.Proposal],
+        own: StagedProposals,
+        form_validators: Callable[[str], frozenset[str]] = lambda _pid: frozenset(),
+        event_topics: Callable[[], list[EventTopic]] = lambda: [],
+        datasets: Callable[[str], dict[str, DatasetDeclaration]] = lambda _pid: {},
+        searchable: Callable[[], list[SearchableRecord]] = lambda: [],
+    ) -> None:
+        self._snapshot = snapshot
+        self._upstream = list(upstream)
+        self._own = own
+        self._form_validators = form_validators
+        self._event_topics = event_topics
+        self._datasets = datasets
+        self._searchable = searchable
+
+    def _staged(self) -> list[P.Proposal]:
+        return self._upstream + self._own.items()
+
+    def characters(self) -> list[CharacterRecord]:
+        return characters_overlay(self._snapshot.characters, self._staged())
+
+    def character_schema(self) -> dict[str, Any] | None:
+        schema = copy.deepcopy(self._snapshot.character_schema)
+        for proposal in self._staged():
+            if proposal.kind == P.CHARACTER_SCHEMA_SET:
+                schema = copy.deepcopy(proposal.payload)
+        return schema
+
+    def world_dimensions(self) -> list[WorldDimension]:
+        return [copy.deepcopy(d) for d in self._snapshot.dimensions]
+
+    def plugin_data_list(self, plugin_id: str, namespace: str) -> dict[str, Any]:
+        rows = self._snapshot.plugin_data.get((plugin_id, namespace), {})
+        return plugin_data_overlay(rows, plugin_id, namespace, self._staged())
+
+    def plugin_data_get(self, plugin_id: str, namespace: str, key: str) -> tuple[bool, Any]:
+        rows = self.plugin_data_list(plugin_id, namespace)
+        return (True, rows[key]) if key in rows else (False, None)
+
+    def recent_messages(self, limit: int) -> list[MemoryMessage]:
+        return list(self._snapshot.messages[-limit:]) if limit > 0 else []
+
+    def history_summaries(self) -> list[MemoryMessage]:
+        return []
+
+    def lorebook_entries(self) -> list[LorebookEntry]:
+        entries = {e.id: e for e in self._snapshot.lorebook}
+        for proposal in self._staged():
+            if proposal.kind == P.LOREBOOK_UPSERT:
+                for e in proposal.payload["entries"]:
+                    entries[e["id"]] = LorebookEntry(id=e["id"], keys=tuple(e["keys"]), content=e["content"],
+                                                     enabled=e.get("enabled", True))
+        return list(entries.values())
+
+    def searchable_plugin_data(self) -> list[SearchableRecord]:
+        return self._searchable()
+
+    def form_validators(self, plugin_id: str) -> frozenset[str]:
+        return self._form_validators(plugin_id)
+
+    def event_topics(self) -> list[EventTopic]:
+        return self._event_topics()
+
+    def datasets(self, plugin_id: str) -> dict[str, DatasetDeclaration]:
+        return self._datasets(plugin_id)

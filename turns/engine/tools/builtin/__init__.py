@@ -1,0 +1,40 @@
+"""Framework (builtin) tools: one module per tool, spec 000 §Builtin 工具.
+
+search-tools and delegate are handled by the agent loop and are not built here.
+Dataset tools are generated per runtime (turns.engine.tools.builtin.datasets), not registered.
+"""
+
+from __future__ import annotations
+
+from turns.engine.tools.builtin import (
+    characters,
+    create_choices,
+    create_form,
+    create_notification,
+    emit_event,
+    memory_search,
+    render_ui,
+    runtime_done,
+    suspend,
+    world_dimension,
+)
+from turns.engine.tools.definition import Tool
+
+
+def builtin_tools() -> list[Tool]:
+    """Fresh Tool objects for every builtin this package implements."""
+    return [
+        create_form.build(),
+        create_choices.build(),
+        create_notification.build(),
+        render_ui.build(),
+        characters.build_sync(),
+        characters.build_list(),
+        characters.build_get(),
+        world_dimension.build_get(),
+        world_dimension.build_list(),
+        emit_event.build(),
+        suspend.build(),
+        runtime_done.build(),
+        memory_search.build(),
+    ]

@@ -1,0 +1,141 @@
+"""Trace events: forwarded to the action stream per the spec's table and kept for trace_events.
+
+The engine emits every event through one ``Tracer`` per execution. ``Tracer.emit`` forwards the
+event to the caller's ``EventSink`` when the spec's table marks it "forward to /api/actions"
+(spec 004 §SSE 协议, 转发的运行时内部事件), and buffers a TraceEvent row unless the event is
+ephemeral (``narrative.delta``). Buffered rows are written by the commit transaction, or by a
+separate transaction when the execution commits nothing, so a failed turn keeps its trace.
+Thread-safe: runtimes of one stage emit from worker threads; sink calls are serialized.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Protocol
+
+NARRATIVE_DELTA = "narrative.delta"
+NARRATIVE_COMPLETED = "narrative.completed"
+EXECUTION_STARTED = "execution.started"
+EXECUTION_COMPLETED = "execution.completed"
+RUNTIME_STARTED = "runtime.started"
+RUNTIME_COMPLETED = "runtime.completed"
+RUNTIME_FAILED = "runtime.failed"
+RUNTIME_SKIPPED = "runtime.skipped"
+STEP_STARTED = "step.started"
+STEP_COMPLETED = "step.completed"
+LLM_CALLING = "llm.calling"
+LLM_RESPONDED = "llm.responded"
+MESSAGE_COMPLETED = "message.completed"
+TOOL_CALLING = "tool.calling"
+TOOL_COMPLETED = "tool.completed"
+TOOL_FAILED = "tool.failed"
+FUNCTION_EXECUTING = "function.executing"
+FUNCTION_COMPLETED = "function.completed"
+PROPOSAL_FAILED = "proposal.failed"
+ERROR_OCCURRED = "error.occurred"
+INTERACTION_SUBMITTED = "interaction.submitted"
+INTERACTION_REQUESTED = "interaction.requested"
+CHARACTER_UPSERTED = "character.upserted"
+PLUGIN_DATA_CHANGED = "plugin-data.changed"
+UI_RENDERED = "ui.rendered"
+UI_PART_UPDATE = "ui.part.update"
+EVENT_EMITTED = "event.emitted"
+DOMAIN_EVENT_PREVIEWED = "domain-event.previewed"
+CONTEXT_PRUNED = "context.pruned"
+
+#: Event types the action stream carries (COVEL_EVENT_META[type].forwardToActionStream).
+FORWARDED_EVENT_TYPES: frozenset[str] = frozenset({
+    NARRATIVE_DELTA, NARRATIVE_COMPLETED, INTERACTION_REQUESTED, UI_RENDERED, UI_PART_UPDATE,
+    EXECUTION_STARTED, RUNTIME_STARTED, RUNTIME_COMPLETED, RUNTIME_FAILED, EXECUTION_COMPLETED,
+    EVENT_EMITTED, "asset.progress", "asset.generated", "dimensions.changed", PLUGIN_DATA_CHANGED,
+    "turn.suspended", PROPOSAL_FAILED, "job-status.updated", "runtime.deferred", ERROR_OCCURRED,
+    CHARACTER_UPSERTED, DOMAIN_EVENT_PREVIEWED, STEP_STARTED, STEP_COMPLETED, TOOL_CALLING,
+    TOOL_COMPLETED, TOOL_FAILED, LLM_CALLING, LLM_RESPONDED, MESSAGE_COMPLETED, "block.emitted",
+    INTERACTION_SUBMITTED, "character-schema.changed",
+})
+#: Event types that are never stored as trace rows (per-token frames).
+EPHEMERAL_EVENT_TYPES: frozenset[str] = frozenset({NARRATIVE_DELTA})
+
+
+class EventSink(Protocol):
+    """Where the engine's action-stream frames go (implemented by the turn bridge).
+
+    emit(type, payload, turn_id=..., ephemeral=...): one SseEnvelope's worth; the bridge adds
+    requestId / traceId / sessionId / flowId / seq / timestamp. ephemeral=True marks frames
+    nobody replays (narrative.delta). Called from one thread at a time.
+    """
+
+    def emit(self, type: str, payload: dict, *, turn_id: str | None = None, ephemeral: bool = False) -> None: ...
+
+
+class RecordingSink:
+    """An EventSink that keeps frames in memory: ``frames`` = [(type, payload, turn_id, ephemeral)]."""
+
+    def __init__(self) -> None:
+        self.frames: list[tuple[str, dict, str | None, bool]] = []
+
+    def emit(self, type: str, payload: dict, *, turn_id: str | None = None, ephemeral: bool = False) -> None:
+        self.frames.append((type, payload, turn_id, ephemeral))
+
+    def types(self) -> list[str]:
+        return [f[0] for f in self.frames]
+
+    def of_type(self, type: str) -> list[dict]:
+        return [f[1] for f in self.frames if f[0] == type]
+
+
+@dataclass
+class TraceRecord:
+    type: str
+    payload: dict[str, Any]
+    turn_id: str
+    plugin_id: str
+    runtime_id: str
+    seq: int
+    at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+
+
+class Tracer:
+    """Per-execution event fan-out (sink) and trace-row buffer. See module docstring."""
+
+    def __init__(self, sink: EventSink, *, trace_id: str, session_id: str) -> None:
+        self.sink = sink
+        self.trace_id = trace_id
+        self.session_id = session_id
+        self._lock = threading.Lock()
+        self._seq = 0
+        self.records: list[TraceRecord] = []
+
+    def emit(self, type: str, payload: dict[str, Any], *, turn_id: str, plugin_id: str = "", runtime_id: str = "",
+             forward: bool | None = None, persist: bool | None = None) -> None:
+        """Forward (when the table says so, or ``forward`` forces it) and buffer one event."""
+        ephemeral = type in EPHEMERAL_EVENT_TYPES
+        do_forward = type in FORWARDED_EVENT_TYPES if forward is None else forward
+        do_persist = (not ephemeral) if persist is None else persist
+        with self._lock:
+            if do_persist:
+                self.records.append(TraceRecord(type, payload, turn_id, plugin_id, runtime_id, self._seq))
+                self._seq += 1
+            if do_forward:
+                self.sink.emit(type, payload, turn_id=turn_id, ephemeral=ephemeral)
+
+    def take_records(self) -> list[TraceRecord]:
+        """Return and clear the buffered rows (each is written once)."""
+        with self._lock:
+            out, self.records = self.records, []
+            return out
+
+
+def trace_rows_write(session_id: str, trace_id: str, records: list[TraceRecord]) -> None:
+    """Bulk-insert TraceEvent rows (call inside the commit transaction or its own)."""
+    from turns.models import TraceEvent
+
+    if not records:
+        return
+    TraceEvent.objects.bulk_create([
+        TraceEvent(session_id=session_id, trace_id=trace_id, turn_id=r.turn_id, seq=r.seq, type=r.type,
+                   plugin_id=r.plugin_id, runtime_id=r.runtime_id, payload=r.payload)
+        for r in records
+    ])

@@ -1,0 +1,88 @@
+"""Errors of POST /api/actions and the execution endpoints (spec 004 §Actions（SSE 桥接）).
+
+Before the SSE stream opens they are JSON responses (``ApiError``); after it opened the same
+``code`` travels as the single ``error.occurred`` frame of the stream (``ExecutionRejected``).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from covel.errors import ApiError
+
+# submit_actions check order (spec 004 §submit_actions 校验顺序): step → (HTTP status, code).
+INVALID_ACTION_REQUEST = "invalid_action_request"
+SEAT_NOT_FOUND = "seat_not_found"
+SEAT_NOT_HUMAN = "seat_not_human"
+UNKNOWN_ACTION_KIND = "unknown_action_kind"
+ACTION_KIND_NOT_ALLOWED = "action_kind_not_allowed"
+ACTOR_NOT_BOUND = "actor_not_bound"
+INVALID_ACTION = "invalid_action"
+INVALID_ACTION_FIELDS = "invalid_action_fields"
+
+INPUT_ALREADY_COMMITTED = "input_already_committed"
+REQUEST_ID_CONFLICT = "request_id_conflict"
+SESSION_NOT_ACTIVE = "session_not_active"
+SESSION_DELETING = "session_deleting"
+NO_ACTIVE_PLUGINS = "no_active_plugins"
+SESSION_INCARNATION_CHANGED = "session_incarnation_changed"
+EXECUTION_FAILED = "execution_failed"
+
+STATUS_BY_CODE = {
+    INVALID_ACTION_REQUEST: 400,
+    SEAT_NOT_FOUND: 404,
+    SEAT_NOT_HUMAN: 409,
+    UNKNOWN_ACTION_KIND: 409,
+    ACTION_KIND_NOT_ALLOWED: 409,
+    ACTOR_NOT_BOUND: 409,
+    INVALID_ACTION: 400,
+    INVALID_ACTION_FIELDS: 400,
+    SESSION_NOT_ACTIVE: 409,
+    SESSION_DELETING: 409,
+    NO_ACTIVE_PLUGINS: 400,
+    REQUEST_ID_CONFLICT: 409,
+}
+
+
+class ActionRejected(ApiError):
+    """A request refused by the action checks: ``code`` from STATUS_BY_CODE, HTTP status to match.
+
+    Raised by ``turns.services.actions_check`` both before the stream (rendered as JSON by the
+    global handler) and inside the session lock (relayed as ``error.occurred`` with the same code).
+    """
+
+    def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(STATUS_BY_CODE.get(code, 400), code, message, details)
+
+
+class ExecutionRejected(Exception):
+    """Refuse an execution after its stream opened and before anything was written.
+
+    The bridge turns it into the stream's single ``error.occurred`` frame
+    (payload ``{"message", "code", "details"?}``) with no ``execution.completed``, and records the
+    execution as ``rejected``. The engine raises it for in-stream rejections such as
+    ``input_already_committed``, ``retry_source_*``, ``interaction_already_submitted``,
+    ``form_rejected`` (spec 004 §流里的拒绝, §玩家交互) — only before it emitted any frame.
+    """
+
+    def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.details = details
+
+    def payload(self) -> dict[str, Any]:
+        """The ``error.occurred`` payload."""
+        out: dict[str, Any] = {"message": self.message, "code": self.code}
+        if self.details is not None:
+            out["details"] = self.details
+        return out
+
+
+class SessionIncarnationChanged(ApiError):
+    """409 session_incarnation_changed: the session vanished or was recreated during the read."""
+
+    status = 409
+    code = SESSION_INCARNATION_CHANGED
+
+    def __init__(self) -> None:
+        super().__init__(message="Session was replaced while the request was reading")

@@ -1,0 +1,644 @@
+"""GET /api/events/stream machinery (spec 004 §事件系统, §SSE 协议): feeds, replay, limits, frames.
+
+Shape of one web process:
+
+- One ``_Hub`` per event loop (daphne has one) holds one ``_Feed`` per watched session. A feed
+  subscribes once to the bus channel ``session:<id>`` (``turns.eventbus``: Redis pub/sub hosted,
+  in-process embedded), and on every wake-up reads the new rows of the durable log
+  (``turns.SessionEvent``) with ONE query, renders each frame once, and keeps the newest
+  ``_BUFFER_MAX`` in memory. Subscribers are async generators parked on the feed's
+  ``asyncio.Event``; no thread and no Redis connection per subscriber.
+- A hub-wide poll (``COVEL_EVENT_POLL_MS``) compares every watched session's ``event_seq`` with
+  its feed in one query, so a lost wake-up delays but never drops an event.
+- Replay: a subscriber whose cursor is older than the feed's buffer reads the log itself, in
+  pages. Any gap (trimmed rows, other epoch, malformed or future cursor) becomes ``system.reset``.
+- Database reads run on a small fixed pool (``_DB_THREADS``); connect-time work runs
+  thread-sensitive, which ``EventStreamThreadContext`` pins to one shared thread for all stream
+  requests (otherwise Django would keep one idle thread per open stream).
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import itertools
+import json
+import logging
+import threading
+import time
+import weakref
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import AsyncIterator, NamedTuple
+
+from asgiref.sync import ThreadSensitiveContext
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, connections
+from django.http import StreamingHttpResponse
+
+from covel.errors import ApiError
+from turns import eventbus
+from turns.events import (
+    TOPIC_SYSTEM,
+    TOPICS,
+    TYPE_CONNECTED,
+    TYPE_HEARTBEAT,
+    TYPE_RESET,
+    cursor_parse,
+    session_events_oldest_seq,
+)
+
+logger = logging.getLogger("covel.events.stream")
+
+STREAM_PATH = "/api/events/stream"
+_BUFFER_MAX = 1024
+_PAGE = 500
+_DB_THREADS = 4
+
+# Reasons carried in system.reset payloads.
+RESET_INVALID_CURSOR = "invalid_cursor"
+RESET_EPOCH_CHANGED = "epoch_changed"
+RESET_CURSOR_AHEAD = "cursor_ahead"
+RESET_CURSOR_EXPIRED = "cursor_expired"
+RESET_SESSION_DELETED = "session_deleted"
+
+
+# Client-visible errors of this endpoint (kept next to the limits they enforce).
+class ConnectionLimitExceeded(ApiError):
+    """429 connection_limit_exceeded: this session already has the maximum open streams here."""
+
+    status = 429
+    code = "connection_limit_exceeded"
+
+
+class GlobalConnectionLimitExceeded(ApiError):
+    """429 global_connection_limit_exceeded: this web process holds the maximum open streams."""
+
+    status = 429
+    code = "global_connection_limit_exceeded"
+
+
+class RateLimitExceeded(ApiError):
+    """429 rate_limit_exceeded: more than RATE_LIMIT_RPM stream requests a minute from one address."""
+
+    status = 429
+    code = "rate_limit_exceeded"
+
+    def __init__(self, retry_after_seconds: float) -> None:
+        self.retry_after_seconds = retry_after_seconds
+        super().__init__(message="Too many requests", details={"retryAfterSeconds": round(retry_after_seconds, 1)})
+
+
+# ---------------------------------------------------------------------------------------------
+# Limits (per web process; see README "Event fan-out")
+
+
+class ConnectionSlot:
+    """One counted open stream; ``release()`` is idempotent and thread-safe."""
+
+    def __init__(self, registry: "ConnectionRegistry", session_id: str) -> None:
+        self._registry = registry
+        self.session_id = session_id
+        self._released = False
+
+    def release(self) -> None:
+        if not self._released:
+            self._released = True
+            self._registry._release(self.session_id)
+
+
+class ConnectionRegistry:
+    """Counts open event streams of this process, globally and per session."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._per_session: dict[str, int] = {}
+        self._total = 0
+
+    def acquire(self, session_id: str) -> ConnectionSlot:
+        """Count a new stream. Raises GlobalConnectionLimitExceeded (COVEL_SSE_MAX_CONNECTIONS) or
+        ConnectionLimitExceeded (COVEL_SSE_MAX_CONNECTIONS_PER_SESSION), both 429."""
+        with self._lock:
+            if self._total >= settings.COVEL_SSE_MAX_CONNECTIONS:
+                raise GlobalConnectionLimitExceeded(message="Too many event stream connections")
+            count = self._per_session.get(session_id, 0)
+            if count >= settings.COVEL_SSE_MAX_CONNECTIONS_PER_SESSION:
+                raise ConnectionLimitExceeded(message="Too many event stream connections for this session")
+            self._per_session[session_id] = count + 1
+            self._total += 1
+        return ConnectionSlot(self, session_id)
+
+    def count(self, session_id: str | None = None) -> int:
+        """Open streams in this process, of one session or in total."""
+        with self._lock:
+            return self._total if session_id is None else self._per_session.get(session_id, 0)
+
+    def _release(self, session_id: str) -> None:
+        with self._lock:
+            count = self._per_session.get(session_id, 0) - 1
+            if count > 0:
+                self._per_session[session_id] = count
+            else:
+                self._per_session.pop(session_id, None)
+            self._total = max(0, self._total - 1)
+
+
+class RateLimiter:
+    """Token bucket per client address: RATE_LIMIT_RPM requests a minute, bursts up to that many."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._buckets: dict[str, tuple[float, float]] = {}
+
+    def hit(self, address: str) -> None:
+        """Spend one request of ``address``. Raises RateLimitExceeded (429) when none is left."""
+        rpm = settings.RATE_LIMIT_RPM
+        now = time.monotonic()
+        with self._lock:
+            tokens, stamp = self._buckets.get(address, (float(rpm), now))
+            tokens = min(float(rpm), tokens + (now - stamp) * rpm / 60.0)
+            if tokens < 1.0:
+                self._buckets[address] = (tokens, now)
+                raise RateLimitExceeded((1.0 - tokens) * 60.0 / rpm)
+            self._buckets[address] = (tokens - 1.0, now)
+            if len(self._buckets) > 10_000:
+                self._forget_idle(now, rpm)
+
+    def reset(self) -> None:
+        """Forget every address (a fresh minute for everyone)."""
+        with self._lock:
+            self._buckets.clear()
+
+    def _forget_idle(self, now: float, rpm: int) -> None:
+        full_after = 60.0  # any bucket untouched for a minute is full again
+        for address, (_, stamp) in list(self._buckets.items()):
+            if now - stamp >= full_after:
+                del self._buckets[address]
+
+
+connection_registry = ConnectionRegistry()
+rate_limiter = RateLimiter()
+
+
+# ---------------------------------------------------------------------------------------------
+# Connect-time work (sync; runs thread-sensitive)
+
+
+@dataclass(frozen=True)
+class StreamStart:
+    """Where a new stream starts: after ``seq`` of ``epoch``; ``head`` is the log's newest seq.
+
+    ``reset_reason`` is set when the client's cursor cannot be honoured; the stream then opens
+    with ``system.reset`` and continues from ``head``.
+    """
+
+    session_id: str
+    epoch: str
+    head: int
+    seq: int
+    reset_reason: str | None = None
+
+
+def topics_parse(raw: str | None) -> frozenset[str] | None:
+    """``topics=a,b`` → frozenset; None (all topics) when absent or blank.
+
+    Raises ApiError 400 ``Invalid topics: x, y`` for topics outside turns.events.TOPICS.
+    """
+    if raw is None:
+        return None
+    topics = [t.strip() for t in raw.split(",") if t.strip()]
+    if not topics:
+        return None
+    unknown = [t for t in topics if t not in TOPICS]
+    if unknown:
+        raise ApiError(400, None, f"Invalid topics: {', '.join(unknown)}")
+    return frozenset(topics)
+
+
+def stream_start(request, session_id: str, raw_cursor: str | None) -> StreamStart:
+    """Authorize the session (404 session_not_found, then 401 per tier) and place the cursor.
+
+    No cursor: start at the newest event (live only). A cursor of another epoch, malformed, ahead
+    of the log, or older than the oldest retained event: ``reset_reason`` set, start at head.
+    """
+    from sessions.auth import session_get_authorized
+
+    session = session_get_authorized(request, session_id)
+    epoch, head = session.event_epoch, session.event_seq
+    if raw_cursor is None:
+        return StreamStart(session.pk, epoch, head, head)
+    cursor = cursor_parse(raw_cursor)
+    reason = None
+    if cursor is None:
+        reason = RESET_INVALID_CURSOR
+    elif cursor.epoch != epoch:
+        reason = RESET_EPOCH_CHANGED
+    elif cursor.seq > head:
+        reason = RESET_CURSOR_AHEAD
+    elif cursor.seq < head:
+        oldest = session_events_oldest_seq(session.pk)
+        if oldest is None or cursor.seq < oldest - 1:
+            reason = RESET_CURSOR_EXPIRED
+    if reason is not None:
+        return StreamStart(session.pk, epoch, head, head, reason)
+    return StreamStart(session.pk, epoch, head, cursor.seq)
+
+
+# ---------------------------------------------------------------------------------------------
+# Frames
+
+
+def _timestamp(moment: datetime | None = None) -> str:
+    moment = (moment or datetime.now(timezone.utc)).astimezone(timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def _dumps(data: dict) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def frame_bytes(event_type: str, data: dict, event_id: str | None = None) -> bytes:
+    """One named SSE frame: ``event: <type>``, optional ``id:``, one ``data:`` line, blank line."""
+    head = f"event: {event_type}\n" + (f"id: {event_id}\n" if event_id else "")
+    return (head + "data: " + _dumps(data) + "\n\n").encode("utf-8")
+
+
+def subscription_event(event_id: str, topic: str, event_type: str, session_id: str, payload: dict, at=None) -> dict:
+    """The SubscriptionEvent envelope (spec 004 §SSE 协议 信封格式)."""
+    return {"id": event_id, "topic": topic, "type": event_type, "sessionId": session_id,
+            "timestamp": _timestamp(at), "payload": payload}
+
+
+def _system_frame(event_type: str, session_id: str, cursor: str, payload: dict, *, with_id: bool) -> bytes:
+    data = subscription_event(cursor, TOPIC_SYSTEM, event_type, session_id, payload)
+    return frame_bytes(event_type, data, cursor if with_id else None)
+
+
+class _Row(NamedTuple):
+    seq: int
+    topic: str
+    type: str
+    frame: bytes
+
+
+def _load_rows(session_id: str, epoch: str, after_seq: int, limit: int) -> list[_Row]:
+    from turns.models import SessionEvent
+
+    rows = (
+        SessionEvent.objects.filter(session_id=session_id, seq__gt=after_seq)
+        .order_by("seq")
+        .values_list("seq", "topic", "type", "payload", "created_at")[:limit]
+    )
+    out = []
+    for seq, topic, event_type, payload, created_at in rows:
+        event_id = f"{epoch}:{seq}"
+        data = subscription_event(event_id, topic, event_type, session_id, payload, created_at)
+        out.append(_Row(seq, topic, event_type, frame_bytes(event_type, data, event_id)))
+    return out
+
+
+def _session_heads(session_ids: list[str]) -> dict[str, tuple[str, int]]:
+    from sessions.models import Session
+
+    return {pk: (epoch, seq) for pk, epoch, seq in
+            Session.objects.filter(pk__in=session_ids).values_list("pk", "event_epoch", "event_seq")}
+
+
+# ---------------------------------------------------------------------------------------------
+# Database pool shared by every feed of the process
+
+_db_executor: ThreadPoolExecutor | None = None
+_db_lock = threading.Lock()
+
+
+def _db_pool() -> ThreadPoolExecutor:
+    global _db_executor
+    with _db_lock:
+        if _db_executor is None:
+            _db_executor = ThreadPoolExecutor(max_workers=_DB_THREADS, thread_name_prefix="covel-events-db")
+        return _db_executor
+
+
+def _db_call(fn, *args):
+    try:
+        return fn(*args)
+    except (InterfaceError, OperationalError):
+        # A connection the server dropped (restart, idle timeout): reconnect once.
+        connections["default"].close()
+        return fn(*args)
+
+
+async def _db(fn, *args):
+    return await asyncio.get_running_loop().run_in_executor(_db_pool(), functools.partial(_db_call, fn, *args))
+
+
+def db_connections_close(timeout_seconds: float = 5.0) -> None:
+    """Close the database connections held by this module's threads (test teardown, shutdown)."""
+    executors = [e for e in (_db_executor, _sse_executor) if e is not None]
+    for executor in executors:
+        workers = executor._max_workers
+        barrier = threading.Barrier(workers)
+
+        def close_here() -> None:
+            connections.close_all()
+            try:
+                barrier.wait(timeout_seconds)  # holds this thread so each job lands on its own thread
+            except threading.BrokenBarrierError:
+                pass
+
+        futures = [executor.submit(close_here) for _ in range(workers)]
+        for future in futures:
+            future.result(timeout_seconds + 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Feeds and the per-loop hub
+
+
+class _Feed:
+    """The shared reader of one session's log for one event loop."""
+
+    def __init__(self, hub: "_Hub", session_id: str, epoch: str, head: int) -> None:
+        self.hub = hub
+        self.session_id = session_id
+        self.epoch = epoch
+        self.head = head  # newest seq loaded
+        self.floor = head  # the buffer holds exactly floor+1 .. head
+        self.buffer: deque[_Row] = deque()
+        self.changed = asyncio.Event()
+        self.refs = 0
+        self.closed_reason: str | None = None
+        self._refreshing = False
+        self._dirty = False
+        self._task: asyncio.Task | None = None
+        self._unsubscribe = None
+
+    def start(self) -> None:
+        loop = self.hub.loop
+
+        def on_message(message: dict) -> None:  # runs on the bus thread
+            try:
+                loop.call_soon_threadsafe(self._on_signal, message)
+            except RuntimeError:  # loop closed
+                pass
+
+        self._unsubscribe = eventbus.subscribe(f"session:{self.session_id}", on_message)
+        # Catch whatever committed between the connect-time read and the subscription.
+        self.refresh()
+
+    def stop(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    def close(self, reason: str) -> None:
+        """End every stream of this feed with a system.reset carrying ``reason``."""
+        self.closed_reason = reason
+        self.stop()
+        self._wake()
+
+    def _on_signal(self, message: dict) -> None:
+        seq = message.get("seq")
+        if isinstance(seq, int) and seq <= self.head:
+            return
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Read new rows of the log (coalesced: at most one query in flight per feed)."""
+        if self.closed_reason is not None:
+            return
+        if self._refreshing:
+            self._dirty = True
+            return
+        self._refreshing = True
+        self._task = self.hub.loop.create_task(self._refresh_loop())
+
+    async def _refresh_loop(self) -> None:
+        try:
+            while True:
+                self._dirty = False
+                rows = await _db(_load_rows, self.session_id, self.epoch, self.head, _PAGE)
+                if rows:
+                    self._extend(rows)
+                if len(rows) < _PAGE and not self._dirty:
+                    break
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("event feed of session %s could not read the log; next wake-up retries", self.session_id)
+        finally:
+            self._refreshing = False
+
+    def _extend(self, rows: list[_Row]) -> None:
+        for row in rows:
+            if row.seq <= self.head:
+                continue
+            if row.seq != self.head + 1:
+                # Rows between were trimmed before we read them: readers behind get system.reset.
+                self.buffer.clear()
+                self.floor = row.seq - 1
+            self.buffer.append(row)
+            self.head = row.seq
+        while len(self.buffer) > _BUFFER_MAX:
+            self.floor = self.buffer.popleft().seq
+        self._wake()
+
+    def _wake(self) -> None:
+        old, self.changed = self.changed, asyncio.Event()
+        old.set()
+
+    async def read_after(self, cursor: int) -> tuple[list[_Row], bool]:
+        """Rows with seq > ``cursor`` (from memory when buffered, else a page from the log) and
+        whether events right after ``cursor`` are gone (trimmed)."""
+        if cursor >= self.head:
+            return [], False
+        if cursor >= self.floor:
+            return list(itertools.islice(self.buffer, cursor - self.floor, None)), False
+        rows = await _db(_load_rows, self.session_id, self.epoch, cursor, _PAGE)
+        if not rows or rows[0].seq != cursor + 1:
+            return [], True
+        return rows, False
+
+
+class _Hub:
+    """Feeds of one event loop, plus the safety-net poll."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.feeds: dict[str, _Feed] = {}
+        self._poller: asyncio.Task | None = None
+
+    def attach(self, start: StreamStart) -> _Feed:
+        feed = self.feeds.get(start.session_id)
+        if feed is None or feed.epoch != start.epoch or feed.closed_reason is not None:
+            feed = _Feed(self, start.session_id, start.epoch, start.head)
+            self.feeds[start.session_id] = feed
+            feed.start()
+        feed.refs += 1
+        if self._poller is None or self._poller.done():
+            self._poller = self.loop.create_task(self._poll())
+        return feed
+
+    def detach(self, feed: _Feed) -> None:
+        feed.refs -= 1
+        if feed.refs <= 0:
+            feed.stop()
+            if self.feeds.get(feed.session_id) is feed:
+                del self.feeds[feed.session_id]
+
+    async def _poll(self) -> None:
+        while self.feeds:
+            await asyncio.sleep(settings.COVEL_EVENT_POLL_MS / 1000.0)
+            ids = list(self.feeds)
+            try:
+                heads: dict[str, tuple[str, int]] = {}
+                for i in range(0, len(ids), 500):
+                    heads.update(await _db(_session_heads, ids[i:i + 500]))
+            except Exception:
+                logger.exception("event stream poll failed; retrying")
+                continue
+            for session_id in ids:
+                feed = self.feeds.get(session_id)
+                if feed is None:
+                    continue
+                head = heads.get(session_id)
+                if head is None:
+                    feed.close(RESET_SESSION_DELETED)
+                    del self.feeds[session_id]
+                elif head[0] != feed.epoch:
+                    feed.close(RESET_EPOCH_CHANGED)
+                    del self.feeds[session_id]
+                elif head[1] > feed.head:
+                    feed.refresh()
+
+
+_hubs: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Hub]" = weakref.WeakKeyDictionary()
+
+
+def _hub() -> _Hub:
+    loop = asyncio.get_running_loop()
+    hub = _hubs.get(loop)
+    if hub is None:
+        hub = _hubs[loop] = _Hub(loop)
+    return hub
+
+
+# ---------------------------------------------------------------------------------------------
+# The stream
+
+
+async def event_stream(start: StreamStart, topics: frozenset[str] | None, slot: ConnectionSlot) -> AsyncIterator[bytes]:
+    """Frames of one subscriber: ``system.connected``; ``system.reset`` when the cursor could not be
+    honoured; then every event after the cursor in seq order, filtered by ``topics``
+    (``system.reset`` always passes), with ``: keep-alive`` comments every
+    COVEL_SSE_KEEPALIVE_SECONDS and ``system.heartbeat`` every COVEL_SSE_HEARTBEAT_SECONDS.
+    Releases ``slot`` when it ends (client gone, or the session deleted / re-epoched).
+    """
+    hub = _hub()
+    feed = hub.attach(start)
+    try:
+        session_id, epoch = start.session_id, start.epoch
+        cursor = start.seq
+        topic_list = sorted(topics) if topics else "all"
+        connected = subscription_event(
+            f"{epoch}:{cursor}", TOPIC_SYSTEM, TYPE_CONNECTED, session_id,
+            {"topics": topic_list, "cursor": f"{epoch}:{cursor}"},
+        )
+        # The spec's example puts topics/cursor at the top level of the connected frame; keep both.
+        connected.update({"topics": topic_list, "cursor": f"{epoch}:{cursor}"})
+        yield frame_bytes(TYPE_CONNECTED, connected)
+        if start.reset_reason is not None:
+            cursor = start.head
+            yield _system_frame(TYPE_RESET, session_id, f"{epoch}:{cursor}", {"reason": start.reset_reason}, with_id=True)
+
+        loop = asyncio.get_running_loop()
+        keepalive_s = settings.COVEL_SSE_KEEPALIVE_SECONDS
+        heartbeat_s = settings.COVEL_SSE_HEARTBEAT_SECONDS
+        next_keepalive = loop.time() + keepalive_s
+        next_heartbeat = loop.time() + heartbeat_s
+        while True:
+            changed = feed.changed
+            if feed.closed_reason is not None:
+                yield _system_frame(TYPE_RESET, session_id, f"{epoch}:{cursor}", {"reason": feed.closed_reason}, with_id=False)
+                return
+            rows, gap = await feed.read_after(cursor)
+            if gap:
+                cursor = feed.head
+                yield _system_frame(TYPE_RESET, session_id, f"{epoch}:{cursor}", {"reason": RESET_CURSOR_EXPIRED}, with_id=True)
+                continue
+            if rows:
+                for row in rows:
+                    if row.seq <= cursor:
+                        continue
+                    cursor = row.seq
+                    if topics is None or row.topic in topics or row.type == TYPE_RESET:
+                        yield row.frame
+                continue
+            timeout = min(next_keepalive, next_heartbeat) - loop.time()
+            if timeout > 0:
+                try:
+                    async with asyncio.timeout(timeout):
+                        await changed.wait()
+                    continue
+                except TimeoutError:
+                    pass
+            now = loop.time()
+            if now >= next_heartbeat:
+                yield _system_frame(TYPE_HEARTBEAT, session_id, f"{epoch}:{cursor}", {}, with_id=False)
+                next_heartbeat = now + heartbeat_s
+                next_keepalive = now + keepalive_s
+            elif now >= next_keepalive:
+                yield b": keep-alive\n\n"
+                next_keepalive = now + keepalive_s
+    finally:
+        hub.detach(feed)
+        slot.release()
+
+
+class EventStreamResponse(StreamingHttpResponse):
+    """``text/event-stream`` response that frees its connection slot even if never iterated."""
+
+    def __init__(self, start: StreamStart, topics: frozenset[str] | None, slot: ConnectionSlot) -> None:
+        super().__init__(event_stream(start, topics, slot), content_type="text/event-stream; charset=utf-8")
+        self._slot = slot
+        self["Cache-Control"] = "no-cache"
+        self["X-Accel-Buffering"] = "no"
+
+    def close(self) -> None:
+        self._slot.release()
+        super().close()
+
+
+# ---------------------------------------------------------------------------------------------
+# ASGI: one shared thread for the sync parts of every stream request
+
+_sse_executor: ThreadPoolExecutor | None = None
+
+
+def _sse_thread() -> ThreadPoolExecutor:
+    global _sse_executor
+    with _db_lock:
+        if _sse_executor is None:
+            _sse_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="covel-sse")
+        return _sse_executor
+
+
+class EventStreamThreadContext:
+    """ASGI wrapper: requests to /api/events/stream run their thread-sensitive work (sync
+    middleware, the authorization query, ``response.close``) on one shared thread.
+
+    Django otherwise gives every request its own thread-sensitive thread, kept until the response
+    ends; for long-lived streams that would be one idle thread per subscriber.
+    """
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope.get("type") == "http" and scope.get("path") == STREAM_PATH:
+            async with ThreadSensitiveContext(executor=_sse_thread()):
+                return await self.app(scope, receive, send)
+        return await self.app(scope, receive, send)

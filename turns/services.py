@@ -1,0 +1,563 @@
+"""Action requests and executions: validation, the execution row, the worker run, status, reaping.
+
+The web process validates a POST /api/actions request completely (nothing is written when a check
+fails), writes the Execution row and enqueues ``turns.run_execution`` on commit. A worker claims
+the row, takes the session lock, repeats the checks inside it, hands the execution to the engine
+(``turns.engine.run.execution_run``) with an ``ExecutionSink`` and then records the outcome and
+the stream's one ``execution.completed`` (spec 004 §Actions（SSE 桥接）, §Turn 执行).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import socket
+import threading
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import jsonschema
+from django.conf import settings
+from django.db import IntegrityError, close_old_connections, connections, transaction
+from django.db.models import Max
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+from pydantic import ValidationError
+
+from covel.errors import SessionBusy
+from turns import errors, locks, selectors
+from turns.errors import ActionRejected, ExecutionRejected
+from turns.models import Execution, ExecutionFrame
+from turns.schemas import PAYLOAD_MODELS, ActionRequestIn
+from turns.sse import ExecutionSink, wire_timestamp
+
+logger = logging.getLogger("covel.turns")
+
+ORIGIN_PLAYER = "player"
+ORIGIN_CONTINUATION = "continuation"
+ABORTED_BY_PLAYER = "aborted-by-player"
+SESSION_BUSY_MESSAGE = "Session is busy, please retry"
+INTERRUPTED_CODE = "execution_interrupted"
+
+# Seconds between worker heartbeats, and the silence after which a running execution whose
+# session lock is free counts as interrupted (its worker died). Queued executions get longer:
+# they may legitimately wait behind other sessions' turns on a busy queue.
+HEARTBEAT_SECONDS = float(getattr(settings, "COVEL_EXECUTION_HEARTBEAT_SECONDS", 5))
+STALE_SECONDS = float(getattr(settings, "COVEL_EXECUTION_STALE_SECONDS", 30))
+QUEUED_STALE_SECONDS = float(getattr(settings, "COVEL_EXECUTION_QUEUED_STALE_SECONDS", 600))
+
+_INTERACTION_DEFAULT_KIND = {"choice": "say", "form": "act", "confirmation": "act"}
+
+
+@dataclass
+class ActionRequest:
+    """A parsed POST /api/actions body: ``payload`` validated for its ``type`` (wire dict, no None keys)."""
+
+    request_id: str
+    type: str
+    session_id: str
+    model: str | None
+    payload: dict[str, Any]
+    request_hash: str
+
+
+def action_request_parse(body: Any) -> ActionRequest:
+    """Validate the request body against the schema (check 1 of spec 004 §submit_actions).
+
+    Raises ActionRejected (400 invalid_action_request, ``details.issues``) for: a non-object body,
+    an unknown top-level or payload field (``locale`` included), an unknown ``type``, a missing
+    payload, unsafe or over-long identifiers, 0 or more than 8 actions, more than 100,000
+    characters of action text, ``source`` on an action.
+    """
+    if not isinstance(body, dict):
+        raise ActionRejected(errors.INVALID_ACTION_REQUEST, "Request body must be a JSON object")
+    try:
+        top = ActionRequestIn.model_validate(body)
+        payload_model = PAYLOAD_MODELS[top.type]
+        payload = payload_model.model_validate(top.payload)
+    except ValidationError as exc:
+        issues = [
+            {"path": [str(p) for p in err.get("loc", ())], "message": err.get("msg", "")}
+            for err in exc.errors(include_url=False)
+        ]
+        where = issues[0] if issues else {"path": [], "message": "invalid"}
+        prefix = ["payload"] if "top" in locals() else []
+        for issue in issues:
+            issue["path"] = prefix + issue["path"]
+        message = f"Invalid action request: {'.'.join(prefix + where['path']) or 'body'}: {where['message']}"
+        raise ActionRejected(errors.INVALID_ACTION_REQUEST, message, {"issues": issues}) from None
+    canonical = json.dumps(
+        {"type": top.type, "model": top.model, "payload": body.get("payload")}, sort_keys=True, ensure_ascii=False
+    )
+    return ActionRequest(
+        request_id=top.requestId,
+        type=top.type,
+        session_id=top.sessionId,
+        model=top.model,
+        payload=payload.model_dump(mode="json", exclude_none=True),
+        request_hash=hashlib.sha256(canonical.encode("utf-8")).hexdigest(),
+    )
+
+
+def session_guard(session, request_type: str) -> None:
+    """Session-level admission: active, not being deleted; start_session needs active plugins.
+
+    Raises ActionRejected 409 session_deleting / 409 session_not_active / 400 no_active_plugins.
+    """
+    if session.deletion_state:
+        raise ActionRejected(errors.SESSION_DELETING, "Session is being deleted")
+    if session.status != "active":
+        raise ActionRejected(errors.SESSION_NOT_ACTIVE, f"Session is {session.status}, not active")
+    if request_type == "start_session" and not session.active_plugins:
+        raise ActionRejected(
+            errors.NO_ACTIVE_PLUGINS,
+            "Session has no active plugins. Choose plugins when creating the session.",
+        )
+
+
+def actions_check(session, actions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Checks 2–8 of spec 004 §submit_actions for each action in order; returns resolved actions.
+
+    Resolved: ``seatId`` filled (the main seat when omitted) and, for kinds played as a character,
+    ``actorId`` filled with the seat's current character when omitted (absent if it has none);
+    ``source`` is "player". The first failing check raises ActionRejected with its code:
+    404 seat_not_found, 409 seat_not_human, 409 unknown_action_kind, 409 action_kind_not_allowed,
+    409 actor_not_bound, 400 invalid_action, 400 invalid_action_fields. Reads only.
+    """
+    catalogue = selectors.action_kinds_catalogue(session)
+    resolved: list[dict[str, Any]] = []
+    answered_turns: set[str] = set()
+    for position, action in enumerate(actions):
+        where = f"actions[{position}]"
+        seat = selectors.seat_find(session, action.get("seatId"))
+        if seat is None:
+            missing = action.get("seatId")
+            raise ActionRejected(
+                errors.SEAT_NOT_FOUND,
+                f"{where}: seat not found: {missing}" if missing else f"{where}: the session has no main seat",
+            )
+        seat_id = seat.get("id", "")
+        if seat.get("controller", "human") != "human":
+            raise ActionRejected(errors.SEAT_NOT_HUMAN, f"{where}: seat {seat_id} is not controlled by a human")
+        kind_name = action["kind"]
+        kind = catalogue.kind(kind_name)
+        if kind is None:
+            raise ActionRejected(errors.UNKNOWN_ACTION_KIND, f"{where}: unknown action kind: {kind_name}")
+        if kind_name not in catalogue.allowed(seat_id):
+            raise ActionRejected(
+                errors.ACTION_KIND_NOT_ALLOWED, f"{where}: seat {seat_id} may not submit {kind_name}"
+            )
+        actor_id = action.get("actorId")
+        if actor_id is not None:
+            if not kind["actor"]:
+                raise ActionRejected(errors.ACTOR_NOT_BOUND, f"{where}: {kind_name} is not played as a character")
+            if actor_id not in selectors.seat_character_ids(session, seat):
+                raise ActionRejected(errors.ACTOR_NOT_BOUND, f"{where}: character {actor_id} is not bound to seat {seat_id}")
+        elif kind["actor"]:
+            actor_id = selectors.seat_current_character_id(session, seat)
+        interaction = action.get("interaction")
+        text = action.get("text")
+        if interaction is not None:
+            _interaction_action_check(session, where, kind_name, text, interaction)
+            answered_turns.add(interaction["turnId"])
+            if len(answered_turns) > 1:
+                raise ActionRejected(errors.INVALID_ACTION, f"{where}: all answers must belong to the same turn")
+        else:
+            _text_check(where, kind, text)
+        fields = action.get("fields")
+        if interaction is None:
+            _fields_check(where, kind, fields)
+        out: dict[str, Any] = {"kind": kind_name, "seatId": seat_id, "source": "player"}
+        if actor_id:
+            out["actorId"] = actor_id
+        for key in ("text", "fields", "interaction"):
+            if action.get(key) is not None:
+                out[key] = action[key]
+        resolved.append(out)
+    return resolved
+
+
+def _text_check(where: str, kind: dict[str, Any], text: str | None) -> None:
+    has_text = text is not None and text.strip() != ""
+    if kind["text"] == "required" and not has_text:
+        raise ActionRejected(errors.INVALID_ACTION, f"{where}: {kind['kind']} needs text")
+    if kind["text"] == "none" and text is not None and text != "":
+        raise ActionRejected(errors.INVALID_ACTION, f"{where}: {kind['kind']} takes no text")
+    if kind["kind"] == "command" and not text.lstrip().startswith("/"):
+        raise ActionRejected(errors.INVALID_ACTION, f"{where}: a command starts with /")
+
+
+def _interaction_action_check(session, where: str, kind_name: str, text: str | None, interaction: dict) -> None:
+    from turns.models import InteractionRecord
+
+    if text is not None:
+        raise ActionRejected(errors.INVALID_ACTION, f"{where}: an interaction answer carries no text")
+    record = InteractionRecord.objects.filter(
+        session_id=session.pk, turn_id=interaction["turnId"], interaction_id=interaction["interactionId"]
+    ).first()
+    if record is None:
+        # Unknown interactions are refused by the interaction submission inside the lock
+        # (invalid_interaction_submission, spec 004 §玩家交互).
+        return
+    spec = record.spec or {}
+    declared = spec.get("actionKind") or _INTERACTION_DEFAULT_KIND.get(record.type, "act")
+    if kind_name != declared:
+        raise ActionRejected(errors.INVALID_ACTION, f"{where}: this interaction is answered with {declared}")
+
+
+def _fields_check(where: str, kind: dict[str, Any], fields: dict[str, Any] | None) -> None:
+    schema = kind.get("fieldsSchema")
+    if kind["source"] == "framework" or schema is None:
+        if fields is not None:
+            raise ActionRejected(errors.INVALID_ACTION_FIELDS, f"{where}: {kind['kind']} takes no fields")
+        return
+    validator_cls = jsonschema.validators.validator_for(schema)
+    issues = [
+        {"path": [str(p) for p in err.absolute_path], "message": err.message}
+        for err in validator_cls(schema).iter_errors(fields if fields is not None else {})
+    ]
+    if issues:
+        raise ActionRejected(
+            errors.INVALID_ACTION_FIELDS, f"{where}: fields do not match {kind['kind']}: {issues[0]['message']}",
+            {"issues": issues},
+        )
+
+
+def action_request_admit(session, request: ActionRequest) -> dict[str, Any]:
+    """Every check a request must pass before (and again inside) the session lock; returns the
+    payload to store, with submit_actions' actions resolved (see ``actions_check``)."""
+    session_guard(session, request.type)
+    payload = dict(request.payload)
+    if request.type == "submit_actions":
+        payload["actions"] = actions_check(session, payload["actions"])
+    return payload
+
+
+def execution_request(*, session, request: ActionRequest) -> tuple[Execution, bool]:
+    """Admit ``request`` and write its Execution row; returns (execution, created).
+
+    A repeated requestId on the session never runs twice: with the same body it returns the
+    existing execution (created=False; its stream is replayed from the stored frames), with a
+    different body it raises ActionRejected 409 request_id_conflict. Checks fail before anything
+    is written. The worker task is enqueued only after the row committed.
+    """
+    existing = Execution.objects.filter(session_id=session.pk, request_id=request.request_id).first()
+    if existing is not None:
+        return _same_request(existing, request), False
+    payload = action_request_admit(session, request)
+    try:
+        with transaction.atomic():
+            execution = Execution.objects.create(
+                session_id=session.pk,
+                request_id=request.request_id,
+                type=request.type,
+                payload=payload,
+                model=request.model or "",
+                trace_id=uuid.uuid4().hex,
+                turn_id=str(uuid.uuid4()),
+                origin=ORIGIN_PLAYER,
+                input_message_id=payload.get("inputMessageId", "") if request.type == "submit_actions" else "",
+                request_hash=request.request_hash,
+            )
+            from turns.tasks import run_execution
+
+            run_execution.delay_on_commit(str(execution.id))
+    except IntegrityError:
+        existing = Execution.objects.filter(session_id=session.pk, request_id=request.request_id).first()
+        if existing is None:
+            raise
+        return _same_request(existing, request), False
+    return execution, True
+
+
+def _same_request(existing: Execution, request: ActionRequest) -> Execution:
+    if existing.request_hash != request.request_hash:
+        raise ActionRejected(
+            errors.REQUEST_ID_CONFLICT, f"requestId {request.request_id} was already used for a different request"
+        )
+    return existing
+
+
+def _worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+
+
+class _Heartbeat:
+    """Refreshes ``Execution.heartbeat_at`` every HEARTBEAT_SECONDS on its own thread/connection."""
+
+    def __init__(self, execution_id: str) -> None:
+        self.execution_id = execution_id
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"covel-heartbeat-{execution_id[:8]}", daemon=True)
+
+    def __enter__(self) -> "_Heartbeat":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=HEARTBEAT_SECONDS + 5)
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.wait(HEARTBEAT_SECONDS):
+                try:
+                    Execution.objects.filter(pk=self.execution_id, status=Execution.STATUS_RUNNING).update(
+                        heartbeat_at=timezone.now()
+                    )
+                except Exception:
+                    logger.warning("execution %s: heartbeat failed", self.execution_id, exc_info=True)
+        finally:
+            connections.close_all()
+
+
+def _engine_run(execution_id: str, sink: ExecutionSink):
+    from turns.engine.run import execution_run
+
+    return execution_run(execution_id, sink)
+
+
+def _outcome_read(outcome: Any) -> dict[str, Any]:
+    """Normalise the engine's outcome (object or dict) to committed/abort_reason/turn_id/origin."""
+
+    def pick(*names: str, default=None):
+        for name in names:
+            if isinstance(outcome, dict) and name in outcome:
+                return outcome[name]
+            if not isinstance(outcome, dict) and hasattr(outcome, name):
+                return getattr(outcome, name)
+        return default
+
+    return {
+        "committed": bool(pick("committed", default=False)),
+        "abort_reason": pick("abort_reason", "abortReason") or None,
+        "turn_id": pick("turn_id", "turnId") or None,
+        "origin": pick("origin") or None,
+        "error": pick("error") or None,
+    }
+
+
+def execution_run(*, execution_id: str) -> str | None:
+    """Run one execution on this worker (the body of the ``turns.run_execution`` task).
+
+    Claims the row atomically (queued → running); a redelivered or duplicate task finds it claimed
+    and returns None without doing anything. Then: session lock (bounded wait; busy → the stream's
+    single ``error.occurred`` session_busy), the admission checks again inside the lock
+    (``error.occurred`` with the same codes), the engine, and finally the execution's status
+    (committed | aborted | failed) and the stream's one ``execution.completed``
+    ``{committed, abortReason?}``. Returns the final status.
+    """
+    now = timezone.now()
+    claimed = Execution.objects.filter(pk=execution_id, status=Execution.STATUS_QUEUED).update(
+        status=Execution.STATUS_RUNNING, claimed_by=_worker_id(), claimed_at=now, heartbeat_at=now
+    )
+    if not claimed:
+        logger.info("execution %s already claimed; skipping", execution_id)
+        return None
+    execution = Execution.objects.select_related("session").get(pk=execution_id)
+    start_index = ExecutionFrame.objects.filter(execution_id=execution_id).aggregate(m=Max("index"))["m"] or 0
+    sink = ExecutionSink(execution_id=str(execution.id), turn_id=execution.turn_id, start_index=start_index)
+    with _Heartbeat(str(execution.id)):
+        try:
+            with locks.session_lock(execution.session_id):
+                Execution.objects.filter(pk=execution.pk).update(started_at=timezone.now(), heartbeat_at=timezone.now())
+                _admit_in_lock(execution)
+                outcome = _engine_run(str(execution.id), sink)
+        except SessionBusy:
+            return _reject(execution, sink, {"message": SESSION_BUSY_MESSAGE, "code": SessionBusy.code})
+        except ActionRejected as exc:
+            return _reject(execution, sink, ExecutionRejected(exc.code, exc.message, exc.details).payload())
+        except ExecutionRejected as exc:
+            if sink.emitted_count == 0:
+                return _reject(execution, sink, exc.payload())
+            logger.error("execution %s: rejection %s raised after frames were emitted", execution_id, exc.code)
+            return _fail(execution, sink, exc.payload())
+        except Exception as exc:
+            logger.exception("execution %s failed", execution_id)
+            return _fail(execution, sink, {"message": "The turn failed: internal error", "code": errors.EXECUTION_FAILED,
+                                           "details": {"error": type(exc).__name__}})
+    return _finish(execution, sink, _outcome_read(outcome))
+
+
+def _admit_in_lock(execution: Execution) -> None:
+    """Repeat the admission checks on the session as it is now (it may have changed while we
+    waited for the lock), then refuse an inputMessageId a committed turn already saved."""
+    from sessions.models import Session
+
+    session = Session.objects.get(pk=execution.session_id)
+    session_guard(session, execution.type)
+    if execution.type == "submit_actions":
+        actions_check(session, execution.payload.get("actions", []))
+    if execution.input_message_id and selectors.input_message_committed(execution.session_id, execution.input_message_id):
+        raise ExecutionRejected(
+            errors.INPUT_ALREADY_COMMITTED,
+            f"Input {execution.input_message_id} was already committed with a turn; do not resend it",
+        )
+
+
+def _reject(execution: Execution, sink: ExecutionSink, payload: dict[str, Any]) -> str:
+    Execution.objects.filter(pk=execution.pk).update(
+        status=Execution.STATUS_REJECTED, error=payload, finished_at=timezone.now()
+    )
+    sink.reject(payload)
+    return Execution.STATUS_REJECTED
+
+
+def _fail(execution: Execution, sink: ExecutionSink, error: dict[str, Any]) -> str:
+    sink.close()
+    outcome = {"committed": False}
+    Execution.objects.filter(pk=execution.pk).update(
+        status=Execution.STATUS_FAILED, error=error, outcome=outcome, finished_at=timezone.now()
+    )
+    sink.emit("error.occurred", error)
+    sink.complete(outcome)
+    return Execution.STATUS_FAILED
+
+
+def _finish(execution: Execution, sink: ExecutionSink, outcome: dict[str, Any]) -> str:
+    sink.close()
+    payload: dict[str, Any] = {"committed": outcome["committed"]}
+    if outcome["abort_reason"]:
+        payload["abortReason"] = outcome["abort_reason"]
+    if outcome["committed"]:
+        status = Execution.STATUS_COMMITTED
+    elif outcome["abort_reason"]:
+        status = Execution.STATUS_ABORTED
+    else:
+        status = Execution.STATUS_FAILED
+    turn_id = outcome["turn_id"] or execution.turn_id
+    Execution.objects.filter(pk=execution.pk).update(
+        status=status,
+        outcome=payload,
+        turn_id=turn_id,
+        origin=outcome["origin"] or execution.origin or ORIGIN_PLAYER,
+        error=outcome["error"] if isinstance(outcome["error"], dict) else None,
+        finished_at=timezone.now(),
+    )
+    sink.complete(payload, turn_id=turn_id)
+    return status
+
+
+def execution_reap_one(execution_id: str, *, now=None) -> bool:
+    """Mark one execution interrupted when its worker is gone; True when it did.
+
+    Gone means: status running with no heartbeat for STALE_SECONDS (queued: no claim for
+    QUEUED_STALE_SECONDS) and its session lock is free. The stream then gets an ``error.occurred``
+    (``execution_interrupted``) and its ``execution.completed`` ``{committed: false}``.
+    """
+    now = now or timezone.now()
+    execution = Execution.objects.filter(pk=execution_id, status__in=Execution.ACTIVE_STATUSES).first()
+    if execution is None or not _looks_dead(execution, now):
+        return False
+    if locks.session_lock_probe(execution.session_id) != locks.PROBE_FREE:
+        return False
+    outcome = {"committed": False}
+    error = {"message": "The worker running this turn stopped before it finished", "code": INTERRUPTED_CODE}
+    updated = Execution.objects.filter(pk=execution.pk, status=execution.status, heartbeat_at=execution.heartbeat_at).update(
+        status=Execution.STATUS_INTERRUPTED, outcome=outcome, error=error, finished_at=now
+    )
+    if not updated:
+        return False
+    for _ in range(3):
+        start = ExecutionFrame.objects.filter(execution_id=execution.pk).aggregate(m=Max("index"))["m"] or 0
+        sink = ExecutionSink(execution_id=str(execution.pk), turn_id=execution.turn_id, start_index=start)
+        try:
+            with transaction.atomic():
+                sink.emit("error.occurred", error)
+                sink.complete(outcome)
+        except IntegrityError:
+            continue
+        sink.close()
+        break
+    logger.warning("execution %s interrupted: its worker stopped", execution.pk)
+    return True
+
+
+def _looks_dead(execution: Execution, now) -> bool:
+    if execution.status == Execution.STATUS_RUNNING:
+        beat = execution.heartbeat_at or execution.claimed_at or execution.created_at
+        return beat < now - timedelta(seconds=STALE_SECONDS)
+    return execution.created_at < now - timedelta(seconds=QUEUED_STALE_SECONDS)
+
+
+def executions_reap(*, now=None) -> int:
+    """Interrupt every execution whose worker died (see ``execution_reap_one``); returns how many."""
+    now = now or timezone.now()
+    candidates = (
+        Execution.objects.filter(status__in=Execution.ACTIVE_STATUSES)
+        .annotate(beat=Coalesce("heartbeat_at", "claimed_at", "created_at"))
+        .filter(beat__lt=now - timedelta(seconds=STALE_SECONDS))
+        .values_list("pk", flat=True)
+    )
+    return sum(1 for pk in list(candidates) if execution_reap_one(str(pk), now=now))
+
+
+def execution_status(session) -> dict[str, Any]:
+    """SessionExecutionStatus of ``session`` without waiting for its lock (spec 004 §刷新与未完成回合恢复).
+
+    state: running (lock held, or the latest execution is active and alive), unknown (the lock
+    could not be probed), idle (no execution), completed, failed (failed or aborted; with
+    ``abortReason`` and a ``retry`` descriptor), interrupted (active row, dead worker, free lock).
+    """
+    probe = locks.session_lock_probe(session.pk)
+    latest = selectors.execution_latest(session.pk)
+    if probe == locks.PROBE_UNKNOWN:
+        return {"state": "unknown"}
+    if probe == locks.PROBE_HELD:
+        out: dict[str, Any] = {"state": "running"}
+        if latest is not None and latest.status in Execution.ACTIVE_STATUSES:
+            out.update(_identity(latest))
+        return out
+    if latest is None:
+        return {"state": "idle"}
+    if latest.status in Execution.ACTIVE_STATUSES:
+        if _looks_dead(latest, timezone.now()):
+            return {"state": "interrupted", **_identity(latest), "retry": _retry_descriptor(latest)}
+        return {"state": "running", **_identity(latest)}
+    if latest.status == Execution.STATUS_COMMITTED:
+        return {"state": "completed", **_identity(latest)}
+    if latest.status == Execution.STATUS_INTERRUPTED:
+        return {"state": "interrupted", **_identity(latest), "retry": _retry_descriptor(latest)}
+    out = {"state": "failed", **_identity(latest), "retry": _retry_descriptor(latest)}
+    abort_reason = (latest.outcome or {}).get("abortReason")
+    if abort_reason:
+        out["abortReason"] = abort_reason
+    return out
+
+
+def _identity(execution: Execution) -> dict[str, Any]:
+    out: dict[str, Any] = {"requestId": execution.request_id}
+    if execution.turn_id:
+        out["turnId"] = execution.turn_id
+    if execution.started_at or execution.claimed_at:
+        out["startedAt"] = wire_timestamp(execution.started_at or execution.claimed_at)
+    if execution.origin in (ORIGIN_PLAYER, ORIGIN_CONTINUATION):
+        out["origin"] = execution.origin
+    return out
+
+
+def _retry_descriptor(execution: Execution) -> dict[str, Any]:
+    """How a player retries this execution (spec 004 §重试): the same request for a plain player
+    action, ``retry_turn`` from the recorded turn for answered interactions and continuations."""
+    payload = dict(execution.payload or {})
+    if execution.origin == ORIGIN_CONTINUATION:
+        return {"type": "retry_turn", "payload": {"recoverFromTurnId": execution.turn_id}}
+    if execution.type == "submit_actions":
+        actions = [a for a in payload.get("actions", []) if isinstance(a, dict)]
+        if any("interaction" in a for a in actions):
+            return {"type": "retry_turn", "payload": {"recoverFromTurnId": execution.turn_id}}
+        return {"type": "submit_actions",
+                "payload": {"actions": [{k: v for k, v in a.items() if k != "source"} for a in actions]}}
+    if execution.type == "start_session":
+        return {"type": "start_session", "payload": {}}
+    payload.pop("recoverFromTurnId", None)
+    return {"type": execution.type, "payload": payload}
+
+
+def execution_task_run(execution_id: str) -> str | None:
+    """The task body: run the execution with fresh DB connections (tasks share long-lived threads)."""
+    close_old_connections()
+    return execution_run(execution_id=execution_id)

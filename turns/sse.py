@@ -1,0 +1,288 @@
+"""The action stream of an execution: the worker-side sink and the web-side SSE relay.
+
+Worker side (``ExecutionSink``): every frame the engine emits gets the next ``index``; persisted
+frames are written to ``ExecutionFrame`` and then announced on the bus channel
+``execution:<id>``; ephemeral frames (``narrative.delta``) only travel over the bus, tagged with
+the index of the last persisted frame before them (``after``).
+
+Web side (``execution_stream``): an async generator of SSE chunks. It subscribes to the bus,
+reads the persisted frames from the database (so a client never misses one, whatever the bus
+lost), places each ephemeral frame right after the persisted frame it followed, numbers the
+envelopes ``seq`` 1, 2, ... and ends after the final frame (``execution.completed``, or the single
+``error.occurred`` of a rejection). While waiting it sends ``: keep-alive`` comments.
+Wire shape (spec 004 §SSE 协议): ``data: <SseEnvelope JSON>\\n\\n``, no ``event:`` line.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+from datetime import datetime, timezone
+from typing import Any, AsyncIterator
+
+from asgiref.sync import sync_to_async
+from django.db import IntegrityError, connection, transaction
+
+from turns import eventbus
+
+logger = logging.getLogger("covel.turns.sse")
+
+EXECUTION_COMPLETED = "execution.completed"
+ERROR_OCCURRED = "error.occurred"
+NARRATIVE_DELTA = "narrative.delta"
+KEEPALIVE_CHUNK = ": keep-alive\n\n"
+KEEPALIVE_SECONDS = 15.0
+POLL_SECONDS = 1.0
+STALE_CHECK_SECONDS = 5.0
+_MAX_HELD_EPHEMERAL = 2000
+
+
+def execution_channel(execution_id: str) -> str:
+    """The bus channel of an execution's frames."""
+    return f"execution:{execution_id}"
+
+
+def wire_timestamp(moment: datetime | None = None) -> str:
+    """ISO 8601 UTC with milliseconds and ``Z`` (the envelope ``timestamp``)."""
+    moment = moment or datetime.now(timezone.utc)
+    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class ExecutionSink:
+    """The EventSink the engine writes an execution's frames to (thread-safe).
+
+    ``emit(type, payload, *, turn_id=None, ephemeral=False)``: ``type`` is a CovelEventType such
+    as ``runtime.started``; ``payload`` a JSON-serialisable dict; ``turn_id`` the turn the frame
+    belongs to (default: the execution's current turn, see ``turn_id``); ``ephemeral=True`` for
+    frames a client may lose (``narrative.delta``): bus only, never stored.
+    Called inside a ``transaction.atomic()`` block, a persisted frame is written after that
+    transaction commits (or, if it rolls back, at the next emit outside it / at ``close``) so a
+    frame never depends on the turn's own transaction; its position in the stream is kept.
+    """
+
+    def __init__(self, *, execution_id: str, turn_id: str = "", start_index: int = 0) -> None:
+        self.execution_id = str(execution_id)
+        self.turn_id = turn_id
+        self._index = start_index
+        self._pending: list = []
+        self._lock = threading.RLock()
+        self.persisted_count = 0
+        self.emitted_count = 0
+
+    def emit(self, type: str, payload: dict[str, Any], *, turn_id: str | None = None, ephemeral: bool = False) -> None:
+        self._emit(type, payload, turn_id=turn_id, ephemeral=ephemeral, is_final=False)
+
+    def complete(self, payload: dict[str, Any], *, turn_id: str | None = None) -> None:
+        """Emit the stream's one ``execution.completed`` (final) and flush everything."""
+        self._emit(EXECUTION_COMPLETED, payload, turn_id=turn_id, ephemeral=False, is_final=True)
+        self.close()
+
+    def reject(self, payload: dict[str, Any]) -> None:
+        """Emit the single final ``error.occurred`` of a rejected execution and flush."""
+        self._emit(ERROR_OCCURRED, payload, turn_id=None, ephemeral=False, is_final=True)
+        self.close()
+
+    def close(self) -> None:
+        """Write every frame still held back by an open or rolled-back transaction."""
+        with self._lock:
+            self._flush_locked()
+
+    def _emit(self, type: str, payload: dict[str, Any], *, turn_id: str | None, ephemeral: bool, is_final: bool) -> None:
+        from turns.models import ExecutionFrame
+
+        turn = turn_id if turn_id is not None else self.turn_id
+        stamp = wire_timestamp()
+        with self._lock:
+            self.emitted_count += 1
+            if ephemeral:
+                self._publish({"k": "e", "after": self._index, "type": type, "turnId": turn, "payload": payload,
+                               "timestamp": stamp})
+                return
+            self._index += 1
+            self._pending.append(ExecutionFrame(
+                execution_id=self.execution_id, index=self._index, type=type, turn_id=turn or "",
+                payload=payload, timestamp=stamp, is_final=is_final,
+            ))
+            if connection.in_atomic_block:
+                transaction.on_commit(self.close)
+                return
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        from turns.models import ExecutionFrame
+
+        if not self._pending or connection.in_atomic_block:
+            return
+        frames, self._pending = self._pending, []
+        try:
+            ExecutionFrame.objects.bulk_create(frames)
+        except IntegrityError:
+            # Another writer (the reaper after it judged this worker dead) took these indexes;
+            # this execution's stream is already closed.
+            logger.warning("execution %s: frames %s..%s already taken", self.execution_id, frames[0].index, frames[-1].index)
+            return
+        self.persisted_count += len(frames)
+        for frame in frames:
+            self._publish({"k": "p", "index": frame.index, "type": frame.type, "turnId": frame.turn_id,
+                           "payload": frame.payload, "timestamp": frame.timestamp, "final": frame.is_final})
+
+    def _publish(self, message: dict[str, Any]) -> None:
+        try:
+            eventbus.publish(execution_channel(self.execution_id), message)
+        except Exception:
+            # The bus is a hint: persisted frames are read from the database anyway.
+            logger.warning("execution %s: frame announcement failed", self.execution_id, exc_info=True)
+
+
+def envelope_encode(envelope: dict[str, Any]) -> str:
+    """One data-only SSE frame for ``envelope``."""
+    return "data: " + json.dumps(envelope, ensure_ascii=False, separators=(",", ":"), default=str) + "\n\n"
+
+
+class _Relay:
+    """Orders persisted and ephemeral frames of one execution and numbers the envelopes."""
+
+    def __init__(self, *, request_id: str, trace_id: str, session_id: str, turn_id: str) -> None:
+        self.request_id = request_id
+        self.trace_id = trace_id
+        self.session_id = session_id
+        self.turn_id = turn_id
+        self.seq = 0
+        self.last_index = 0
+        self.held: list[dict[str, Any]] = []
+        self.finished = False
+
+    def _envelope(self, type: str, turn_id: str, payload: dict[str, Any], timestamp: str) -> str:
+        self.seq += 1
+        return envelope_encode({
+            "type": type,
+            "requestId": self.request_id,
+            "traceId": self.trace_id,
+            "sessionId": self.session_id,
+            "turnId": turn_id or self.turn_id,
+            "flowId": self.trace_id,
+            "seq": self.seq,
+            "timestamp": timestamp,
+            "payload": payload,
+        })
+
+    def persisted(self, frames: list[dict[str, Any]]) -> list[str]:
+        """Chunks for persisted frames (dicts with index/type/turnId/payload/timestamp/final)."""
+        out: list[str] = []
+        for frame in frames:
+            if self.finished or frame["index"] <= self.last_index:
+                continue
+            out.extend(self._release_held(before=frame["index"]))
+            self.last_index = frame["index"]
+            out.append(self._envelope(frame["type"], frame["turnId"], frame["payload"], frame["timestamp"]))
+            if frame["final"]:
+                self.finished = True
+                self.held.clear()
+                return out
+        out.extend(self._release_held(before=None))
+        return out
+
+    def ephemeral(self, message: dict[str, Any]) -> list[str]:
+        """Chunks for an ephemeral frame: sent now, held until its predecessor arrived, or dropped
+        when a later persisted frame was already sent (it would be out of order)."""
+        if self.finished or message["after"] < self.last_index:
+            return []
+        if message["after"] > self.last_index:
+            if len(self.held) < _MAX_HELD_EPHEMERAL:
+                self.held.append(message)
+            return []
+        return [self._envelope(message["type"], message["turnId"], message["payload"], message["timestamp"])]
+
+    def needs_catch_up(self, message: dict[str, Any]) -> bool:
+        if message["k"] == "p":
+            return message["index"] > self.last_index + 1
+        return message["after"] > self.last_index
+
+    def _release_held(self, *, before: int | None) -> list[str]:
+        out: list[str] = []
+        keep: list[dict[str, Any]] = []
+        for message in self.held:
+            if message["after"] < self.last_index:
+                continue
+            if message["after"] == self.last_index and (before is None or before > self.last_index):
+                out.append(self._envelope(message["type"], message["turnId"], message["payload"], message["timestamp"]))
+            else:
+                keep.append(message)
+        self.held = keep
+        return out
+
+
+def _frames_read(execution_id: str, after_index: int) -> list[dict[str, Any]]:
+    from turns.selectors import execution_frames_after
+
+    return [
+        {"index": f.index, "type": f.type, "turnId": f.turn_id, "payload": f.payload, "timestamp": f.timestamp,
+         "final": f.is_final}
+        for f in execution_frames_after(execution_id, after_index)
+    ]
+
+
+async def execution_stream(
+    *, execution_id: str, request_id: str, trace_id: str, session_id: str, turn_id: str = "",
+    keepalive_seconds: float = KEEPALIVE_SECONDS, poll_seconds: float = POLL_SECONDS,
+) -> AsyncIterator[str]:
+    """Relay one execution's frames as SSE chunks until its final frame (see module docstring).
+
+    Leaving early (client disconnect → the generator is closed) only stops the relay, never the
+    execution. Every ``STALE_CHECK_SECONDS`` without progress it asks ``execution_reap_one``
+    whether the worker died, which then writes the final frames itself.
+    """
+    from turns.services import execution_reap_one
+
+    relay = _Relay(request_id=request_id, trace_id=trace_id, session_id=session_id, turn_id=turn_id)
+    loop = asyncio.get_running_loop()
+    inbox: asyncio.Queue = asyncio.Queue()
+
+    def on_message(message: dict[str, Any]) -> None:
+        try:
+            loop.call_soon_threadsafe(inbox.put_nowait, message)
+        except RuntimeError:  # the loop is gone: the client left
+            pass
+
+    read = sync_to_async(_frames_read)
+    unsubscribe = await sync_to_async(eventbus.subscribe, thread_sensitive=False)(execution_channel(execution_id), on_message)
+    try:
+        for chunk in relay.persisted(await read(execution_id, 0)):
+            yield chunk
+        last_output = last_progress = time.monotonic()
+        while not relay.finished:
+            try:
+                message = await asyncio.wait_for(inbox.get(), timeout=poll_seconds)
+            except asyncio.TimeoutError:
+                message = None
+            messages = [] if message is None else [message]
+            while not inbox.empty():
+                messages.append(inbox.get_nowait())
+            chunks: list[str] = []
+            if not messages:
+                chunks.extend(relay.persisted(await read(execution_id, relay.last_index)))
+            for msg in messages:
+                if relay.finished:
+                    break
+                if relay.needs_catch_up(msg):
+                    chunks.extend(relay.persisted(await read(execution_id, relay.last_index)))
+                if msg["k"] == "p":
+                    chunks.extend(relay.persisted([msg]))
+                else:
+                    chunks.extend(relay.ephemeral(msg))
+            now = time.monotonic()
+            if chunks:
+                last_output = last_progress = now
+                for chunk in chunks:
+                    yield chunk
+                continue
+            if now - last_progress >= STALE_CHECK_SECONDS:
+                last_progress = now
+                await sync_to_async(execution_reap_one)(execution_id)
+            if now - last_output >= keepalive_seconds:
+                last_output = now
+                yield KEEPALIVE_CHUNK
+    finally:
+        unsubscribe()
