@@ -56,7 +56,7 @@ def _install_auth(request) -> None:
     require_operator(request)
     if settings.COVEL_OPERATOR_TOKEN and not is_operator(request):
         raise ApiError(401, "unauthorized", "Install API requires the bearer token")
-    if not getattr(settings, "COVEL_INSTALL_API_ENABLED", True):
+    if not settings.COVEL_INSTALL_API_ENABLED:
         raise ApiError(403, "install_api_disabled", "The install API is disabled")
 
 
@@ -74,7 +74,7 @@ def _validate(request, kind: str) -> dict:
     if not isinstance(body, dict) or "source" not in body:
         raise ApiError(400, "invalid_request", "Send a multipart field `file` or JSON {source}")
     home = Path(settings.COVEL_HOME)
-    roots = [home / "plugins", home / "worlds", *[Path(p) for p in getattr(settings, "COVEL_PACKAGE_ROOTS", [])]]
+    roots = [home / "plugins", home / "worlds", *[Path(p) for p in settings.COVEL_PACKAGE_ROOTS]]
     return services.validate_source(kind, body["source"], registry=plugin_registry(), covel_home=home, allowed_roots=roots).as_dict()
 
 

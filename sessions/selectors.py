@@ -155,7 +155,9 @@ def messages_page(session: Session, *, limit: int = MESSAGES_PAGE_DEFAULT, curso
     qs = ChatMessage.objects.filter(session=session)
     if cursor:
         created_at, pk = cursor_decode(cursor)
-        qs = qs.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=pk))
+        # The plain range bound lets the (session, created_at, id) index seek to the cursor
+        # instead of scanning from the newest row; the OR resolves ties on created_at.
+        qs = qs.filter(created_at__lte=created_at).filter(Q(created_at__lt=created_at) | Q(id__lt=pk))
     rows = list(qs.order_by("-created_at", "-id")[: limit + 1])
     has_more = len(rows) > limit
     rows = rows[:limit]

@@ -55,7 +55,6 @@ AUTO_ADVANCE_MIN, AUTO_ADVANCE_MAX = 0, 10
 DELETE_LEASE = timedelta(minutes=10)
 MESSAGE_ROLES = ("user", "assistant", "system", "tool")
 CHARACTER_ID_MAX, CHARACTER_NAME_MAX, CHARACTER_DESCRIPTION_MAX, CHARACTER_ALIASES_MAX = 160, 256, 65536, 32
-EVENT_CHARACTER_UPSERTED = "character.upserted"
 # Traditional-script regions: zh-TW must not fall back to a zh-CN (Hans) version (spec: 同语言、同文字).
 _HANT_REGIONS = {"TW", "HK", "MO"}
 
@@ -551,71 +550,48 @@ def character_payload_validate(payload: Any) -> dict[str, Any]:
     return out
 
 
-def character_upsert(session: Session, payload: Any, *, turn_id: str = "") -> Character:
-    """Apply one ``character.upsert`` proposal: create the character or update it by id.
-
-    The applier of the commit chain calls this inside its transaction; the POST endpoint calls it
-    through ``character_upsert_commit``. Aliases must not equal another character's name or alias
-    (400). ``version`` defaults to 1 on create and to previous+1 on update. Appends
-    ``character.upserted`` (topic character) with the character's wire shape.
-    Raises CharacterRejected (400).
-    """
-    from sessions.selectors import character_out
-
-    data = character_payload_validate(payload)
-    existing = Character.objects.select_for_update().filter(session=session, character_id=data["id"]).first()
-    names = {}
+def character_aliases_check(session: Session, data: dict[str, Any]) -> None:
+    """Raise CharacterRejected (400) when an alias equals another character's name or alias
+    (case-insensitive; spec 004 §角色数据 别名)."""
+    names: dict[str, str] = {}
     for other in Character.objects.filter(session=session).exclude(character_id=data["id"]):
         for label in [other.name, *(other.aliases or [])]:
             names.setdefault(label.casefold(), other.character_id)
     for alias in data.get("aliases", []):
         if alias.casefold() in names:
             raise CharacterRejected(message=f"alias {alias!r} is already the name or an alias of {names[alias.casefold()]}")
-    if existing is None:
-        character = Character(session=session, character_id=data["id"], name=data["name"], type=data["type"],
-                              aliases=data.get("aliases", []), fields=data["fields"], description=data["description"],
-                              version=data.get("version", 1))
-        if "createdAt" in data:
-            character.created_at = data["createdAt"]
-        character.save()
-    else:
-        character = existing
-        character.name, character.type = data["name"], data["type"]
-        character.description, character.fields = data["description"], data["fields"]
-        if "aliases" in data:
-            character.aliases = data["aliases"]
-        character.version = data.get("version", existing.version + 1)
-        character.save()
-    session_events_append(session.id, [NewEvent(type=EVENT_CHARACTER_UPSERTED, topic="character", turn_id=turn_id,
-                                                payload=character_out(character, session.id))])
-    return character
 
 
 def character_upsert_commit(session_id: str, payload: Any) -> Character:
-    """POST /api/sessions/:id/characters: one ``character.upsert`` proposal committed in its own
-    transaction under the session lock. 409 session_not_active unless active; 400 when rejected."""
-    character_payload_validate(payload)
+    """POST /api/sessions/:id/characters: commit one ``character.upsert`` proposal through the turn
+    engine's applier (turns.engine.appliers), in one transaction under the session lock, with its
+    ``character.upserted`` event. 409 session_not_active unless active; 400 CharacterRejected when
+    the request is invalid or the proposal is refused (schema or applier). Nothing is written on error.
+    """
+    from turns.engine.appliers import CommitContext, ProposalRejected, appliers
+    from turns.engine.tools.proposals import CHARACTER_UPSERT, Proposal, ProposalInvalid, proposal_validate
+
+    data = character_payload_validate(payload)
+    proposal_payload = {k: v for k, v in data.items() if k != "createdAt"}
     with transaction.atomic():
         session = _session_locked(session_id)
         session_check_active(session)
-        commit = _engine_commit_entry()
-        if commit is not None:
-            commit(session=session, proposals=[{"kind": "character.upsert", "payload": payload}], source={"kind": "api"})
-            return Character.objects.get(session=session, character_id=payload["id"])
-        return character_upsert(session, payload)
-
-
-def _engine_commit_entry():
-    """The engine's standalone proposal commit (``turns.engine.commit.proposals_apply``) when it exists.
-
-    The engine's appliers call ``character_upsert`` for ``character.upsert``; until the engine
-    publishes that entry point, the endpoint applies the proposal through the same service.
-    """
-    try:
-        from turns.engine.commit import proposals_apply  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return proposals_apply
+        character_aliases_check(session, data)
+        proposal = Proposal(kind=CHARACTER_UPSERT, payload=proposal_payload, meta={"source": "api"})
+        try:
+            proposal.payload = proposal_validate(proposal)
+            context = CommitContext(session=session, turn_id="")
+            appliers()[CHARACTER_UPSERT](context, proposal)
+        except ProposalInvalid as exc:
+            raise CharacterRejected(message=str(exc)) from None
+        except ProposalRejected as exc:
+            raise CharacterRejected(message=exc.message, details={"code": exc.code}) from None
+        character = Character.objects.get(session=session, character_id=data["id"])
+        if "createdAt" in data and character.version == 1:
+            character.created_at = data["createdAt"]
+            character.save(update_fields=["created_at"])
+        session_events_append(session.id, context.events)
+    return character
 
 
 # ---------------------------------------------------------------------------------------------

@@ -37,3 +37,13 @@ def pytest_configure(config):
 def api(client):
     """The Django test client, for requests under /api/ (Host checks and middleware run)."""
     return client
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_lock_connections_closed(django_db_setup, django_db_blocker):
+    """The session-lock pool keeps PostgreSQL connections open; close them before the test
+    database is dropped at the end of the run."""
+    yield
+    from turns.locks import lock_connections_close
+
+    lock_connections_close()

@@ -242,3 +242,13 @@ def _pg_lock(session_id: str, wait_seconds: float) -> Iterator[None]:
         except Exception:
             logger.exception("advisory unlock failed for %s; dropping the connection releases it", session_id)
         _pool.put(conn, healthy=released)
+
+
+def lock_connections_close() -> None:
+    """Close this process's idle lock connections (tests call it before dropping their database)."""
+    while True:
+        try:
+            conn = _pool._idle.get_nowait()
+        except queue.Empty:
+            return
+        _close_quietly(conn)

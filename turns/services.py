@@ -314,10 +314,34 @@ class _Heartbeat:
             connections.close_all()
 
 
-def _engine_run(execution_id: str, sink: ExecutionSink):
-    from turns.engine.run import execution_run
+_cancel_tokens: dict[str, Any] = {}
+_cancel_guard = threading.Lock()
 
-    return execution_run(execution_id, sink)
+
+def execution_cancel(execution_id: str) -> bool:
+    """Ask the engine to stop ``execution_id`` if it runs in this process (spec 004 §abort: the
+    control registry is per process). True when a running execution was signalled."""
+    with _cancel_guard:
+        token = _cancel_tokens.get(str(execution_id))
+    if token is None:
+        return False
+    token.cancel(ABORTED_BY_PLAYER)
+    return True
+
+
+def _engine_run(execution_id: str, sink: ExecutionSink):
+    """Call the engine entry ``turns.engine.run.execution_run(execution_id, sink, cancel=...)``."""
+    from turns.engine.run import execution_run
+    from turns.engine.tools.context import CancelToken
+
+    token = CancelToken()
+    with _cancel_guard:
+        _cancel_tokens[execution_id] = token
+    try:
+        return execution_run(execution_id, sink, cancel=token)
+    finally:
+        with _cancel_guard:
+            _cancel_tokens.pop(execution_id, None)
 
 
 def _outcome_read(outcome: Any) -> dict[str, Any]:
@@ -337,6 +361,7 @@ def _outcome_read(outcome: Any) -> dict[str, Any]:
         "turn_id": pick("turn_id", "turnId") or None,
         "origin": pick("origin") or None,
         "error": pick("error") or None,
+        "rejected": bool(pick("rejected", default=False)),
     }
 
 
@@ -379,7 +404,18 @@ def execution_run(*, execution_id: str) -> str | None:
             logger.exception("execution %s failed", execution_id)
             return _fail(execution, sink, {"message": "The turn failed: internal error", "code": errors.EXECUTION_FAILED,
                                            "details": {"error": type(exc).__name__}})
-    return _finish(execution, sink, _outcome_read(outcome))
+    if outcome is None and sink.engine_completed is not None:
+        outcome = {**sink.engine_completed["payload"], "turn_id": sink.engine_completed["turn_id"]}
+    result = _outcome_read(outcome or {})
+    if result["rejected"]:
+        # The engine refused inside the lock and emitted the stream's single error.occurred.
+        error = result["error"] if isinstance(result["error"], dict) else None
+        Execution.objects.filter(pk=execution.pk).update(
+            status=Execution.STATUS_REJECTED, error=error, finished_at=timezone.now()
+        )
+        sink.end()
+        return Execution.STATUS_REJECTED
+    return _finish(execution, sink, result)
 
 
 def _admit_in_lock(execution: Execution) -> None:
@@ -419,7 +455,11 @@ def _fail(execution: Execution, sink: ExecutionSink, error: dict[str, Any]) -> s
 
 def _finish(execution: Execution, sink: ExecutionSink, outcome: dict[str, Any]) -> str:
     sink.close()
-    payload: dict[str, Any] = {"committed": outcome["committed"]}
+    # The engine's own execution.completed payload (turnId, origin, error, failedRuntimeIds ...)
+    # is kept; committed/abortReason come from the outcome the bridge records.
+    payload: dict[str, Any] = dict((sink.engine_completed or {}).get("payload") or {})
+    payload["committed"] = outcome["committed"]
+    payload.pop("abortReason", None)
     if outcome["abort_reason"]:
         payload["abortReason"] = outcome["abort_reason"]
     if outcome["committed"]:

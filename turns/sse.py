@@ -70,8 +70,14 @@ class ExecutionSink:
         self._lock = threading.RLock()
         self.persisted_count = 0
         self.emitted_count = 0
+        self.engine_completed: dict[str, Any] | None = None
 
     def emit(self, type: str, payload: dict[str, Any], *, turn_id: str | None = None, ephemeral: bool = False) -> None:
+        if type == EXECUTION_COMPLETED:
+            # The bridge sends the stream's one execution.completed itself (``complete``), after it
+            # recorded the outcome; one from the engine would make two.
+            self.engine_completed = {"payload": payload, "turn_id": turn_id}
+            return
         self._emit(type, payload, turn_id=turn_id, ephemeral=ephemeral, is_final=False)
 
     def complete(self, payload: dict[str, Any], *, turn_id: str | None = None) -> None:
@@ -83,6 +89,18 @@ class ExecutionSink:
         """Emit the single final ``error.occurred`` of a rejected execution and flush."""
         self._emit(ERROR_OCCURRED, payload, turn_id=None, ephemeral=False, is_final=True)
         self.close()
+
+    def end(self) -> None:
+        """Mark the last persisted frame as the stream's end (the engine emitted a rejection's
+        ``error.occurred`` through ``emit``) and tell relays."""
+        from turns.models import ExecutionFrame
+
+        with self._lock:
+            self._flush_locked()
+            last = self._index
+        if last:
+            ExecutionFrame.objects.filter(execution_id=self.execution_id, index=last).update(is_final=True)
+        self._publish({"k": "end", "index": last})
 
     def close(self) -> None:
         """Write every frame still held back by an open or rolled-back transaction."""
@@ -172,7 +190,11 @@ class _Relay:
         """Chunks for persisted frames (dicts with index/type/turnId/payload/timestamp/final)."""
         out: list[str] = []
         for frame in frames:
-            if self.finished or frame["index"] <= self.last_index:
+            if self.finished:
+                break
+            if frame["index"] <= self.last_index:
+                if frame["index"] == self.last_index and frame["final"]:
+                    self.finished = True  # already sent; it was marked final afterwards
                 continue
             out.extend(self._release_held(before=frame["index"]))
             self.last_index = frame["index"]
@@ -196,6 +218,8 @@ class _Relay:
         return [self._envelope(message["type"], message["turnId"], message["payload"], message["timestamp"])]
 
     def needs_catch_up(self, message: dict[str, Any]) -> bool:
+        if message["k"] == "end":
+            return True
         if message["k"] == "p":
             return message["index"] > self.last_index + 1
         return message["after"] > self.last_index
@@ -215,8 +239,10 @@ class _Relay:
 
 
 def _frames_read(execution_id: str, after_index: int) -> list[dict[str, Any]]:
+    """Frames after ``after_index``, plus that frame itself (to see a final mark set later)."""
     from turns.selectors import execution_frames_after
 
+    after_index = max(after_index - 1, 0)
     return [
         {"index": f.index, "type": f.type, "turnId": f.turn_id, "payload": f.payload, "timestamp": f.timestamp,
          "final": f.is_final}
@@ -268,6 +294,8 @@ async def execution_stream(
                     break
                 if relay.needs_catch_up(msg):
                     chunks.extend(relay.persisted(await read(execution_id, relay.last_index)))
+                if msg["k"] == "end":
+                    continue
                 if msg["k"] == "p":
                     chunks.extend(relay.persisted([msg]))
                 else:

@@ -167,3 +167,8 @@ LOGGING = {
 }
 
 NINJA_PAGINATION_PER_PAGE = 50
+
+# Install/validation endpoints (spec 004 §插件与世界安装): off switch, and extra directories a
+# `{kind: "path"}` validation may read from (comma-separated).
+COVEL_INSTALL_API_ENABLED = env_bool("COVEL_INSTALL_API_ENABLED", True)
+COVEL_PACKAGE_ROOTS = env_list("COVEL_PACKAGE_ROOTS")

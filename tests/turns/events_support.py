@@ -295,6 +295,8 @@ class HttpSse:
         self._stop.set()
 
 
-def run_python(code: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
-    """Run ``code`` in a fresh interpreter (a third process) with ``env``."""
-    return subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+def run_python(code: str, env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run ``code`` with ``args`` in a fresh interpreter (another process) with ``env``."""
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout
+    )

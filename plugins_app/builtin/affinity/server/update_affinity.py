@@ -2,7 +2,8 @@
 unknown names start at 0, scores accumulate across turns and stay in [-100, 100]).
 
 Records live in this plugin's `affinity` namespace: `{id, name, score, tier, history: [{turn,
-delta, reason}] (last 10)}`, matched by name (NFKC, case-folded, spaces and interpuncts ignored).
+delta, reason}] (last 10)}`, matched by name (NFKC, case-folded, spaces and interpuncts ignored). A new record for a session
+character (matched by name or alias) takes that character's id and canonical name.
 One plugin.data.batch per call.
 """
 
@@ -90,12 +91,20 @@ def _execute(args: dict[str, Any], ctx: CallContext) -> ToolResult:
     lines = []
     results = []
     taken = set(rows)
+    known = {
+        normalize_name(n): c for c in ctx.state.characters() if c.type != "player" for n in (c.name, *c.aliases)
+    }
     for change in args["changes"]:
         key = by_name.get(normalize_name(change["name"]))
         if key is None:
-            key = word_id("npc", change["name"], taken)
+            character = known.get(normalize_name(change["name"]))
+            if character is not None and character.id not in taken:
+                key, name = character.id, character.name  # a session character keeps its id and name
+            else:
+                key, name = word_id("npc", change["name"], taken), change["name"].strip()
             taken.add(key)
-            record: dict[str, Any] = {"id": key, "name": change["name"].strip(), "score": 0, "history": []}
+            by_name[normalize_name(name)] = key
+            record: dict[str, Any] = {"id": key, "name": name, "score": 0, "history": []}
         else:
             record = dict(rows[key])
         before = int(record.get("score", 0))

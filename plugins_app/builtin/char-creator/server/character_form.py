@@ -94,7 +94,7 @@ def _boundary_repeat(before: str, value: str, after: str) -> str | None:
     if not value:
         return None
     if _CJK_RE.search(value):
-        for n in range(min(6, len(value)), 1, -1):
+        for n in range(min(6, len(value)), 0, -1):
             if before.rstrip().endswith(value[:n]):
                 return value[:n]
             if after.lstrip().startswith(value[-n:]):

@@ -217,8 +217,13 @@ def _execute(args: dict[str, Any], ctx: CallContext) -> ToolResult:
         if t not in types:
             types.append(t)
     authored = ((ctx.inputs.get("worldDimensions") or {}).get("value")) or {}
-    definitions = copy.deepcopy(authored) if authored else copy.deepcopy(args.get("definitions") or {})
-    if not authored:
+    existing = ctx.state.world_dimensions()
+    if authored:
+        definitions = copy.deepcopy(authored)
+    elif existing:  # the world's own dimensions were imported already: they win, nothing to add
+        definitions = {}
+    else:
+        definitions = copy.deepcopy(args.get("definitions") or {})
         issues += _definition_issues(definitions)
     if issues:
         raise ToolError(
@@ -232,14 +237,14 @@ def _execute(args: dict[str, Any], ctx: CallContext) -> ToolResult:
     content = {
         "success": True,
         "attributeCount": len(attributes),
-        "dimensionCount": len(definitions),
+        "dimensionCount": len(definitions) or len(existing),
         "worldSchema": schema,
         "preGameDone": True,
     }
     return ToolResult(
         content=content,
         proposals=world_initialize_proposals(schema["types"], attributes, definitions),
-        summary=initialized_summary(ctx.locale, len(attributes), len(definitions)),
+        summary=initialized_summary(ctx.locale, len(attributes), len(definitions) or len(existing)),
     )
 
 

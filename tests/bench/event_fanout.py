@@ -1,0 +1,217 @@
+"""Benchmark: event fan-out on the hosted shape (PostgreSQL + Redis, a real daphne process).
+
+1. Delivery latency, commit → frame received by the subscriber, for 1 and 200 concurrent
+   subscribers of one session (median and p99). The committing thread is in this process and
+   stamps the moment its transaction committed; subscribers are raw HTTP/1.0 sockets on this
+   process's event loop, stamping the moment a frame's bytes arrive (client overhead included).
+2. RSS (and thread count) of one fresh daphne process before and while it holds 1,000 idle
+   subscriptions (1,000 sessions, one stream each).
+
+Targets (issue 8): p99 < 50 ms at 200 subscribers; < 150 MB RSS with 1,000 idle subscriptions.
+
+Run: .venv/bin/python tests/bench/event_fanout.py   (needs PostgreSQL at TEST_DATABASE_URL and
+Redis at TEST_REDIS_URL, as `make test-hosted`; builds and drops its own test database)
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "covel.settings.test_hosted")
+
+EVENTS_1 = 200
+EVENTS_200 = 100
+GAP_SECONDS = 0.05
+IDLE_SUBSCRIPTIONS = 1000
+
+
+class Subscriber:
+    """One SSE stream over a raw socket; records arrival time per event seq."""
+
+    def __init__(self, port: int, session_id: str, arrivals: dict[int, float] | None) -> None:
+        self.port, self.session_id, self.arrivals = port, session_id, arrivals
+        self.connected = asyncio.Event()
+        self.writer = None
+        self.task = None
+
+    async def start(self) -> None:
+        reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+        self.writer.write(
+            f"GET /api/events/stream?sessionId={self.session_id} HTTP/1.0\r\nHost: 127.0.0.1:{self.port}\r\n\r\n".encode()
+        )
+        await self.writer.drain()
+        self.task = asyncio.create_task(self._read(reader))
+        await asyncio.wait_for(self.connected.wait(), 30)
+
+    async def _read(self, reader) -> None:
+        buffer = b""
+        while True:
+            chunk = await reader.read(65536)
+            if not chunk:
+                return
+            now = time.perf_counter()
+            buffer += chunk
+            while b"\n\n" in buffer:
+                block, buffer = buffer.split(b"\n\n", 1)
+                if b"system.connected" in block:
+                    self.connected.set()
+                    continue
+                for line in block.split(b"\n"):
+                    if line.startswith(b"id: ") and self.arrivals is not None:
+                        self.arrivals[int(line.rsplit(b":", 1)[1])] = now
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        if self.task is not None:
+            self.task.cancel()
+
+
+def _append_paced(session_id: str, count: int, commits: dict[int, float]) -> None:
+    from django.db import connections, transaction
+
+    from turns.events import NewEvent, session_events_append
+
+    try:
+        for i in range(count):
+            stamp: dict = {}
+            with transaction.atomic():
+                # Registered before the append's own on_commit (the publish): runs first after COMMIT.
+                transaction.on_commit(lambda: stamp.__setitem__("t", time.perf_counter()))
+                (row,) = session_events_append(session_id, [NewEvent(type="bench.tick", topic="game", payload={"i": i})])
+            commits[row.seq] = stamp["t"]
+            time.sleep(GAP_SECONDS)
+    finally:
+        connections.close_all()
+
+
+async def _latency(port: int, session_id: str, subscribers: int, events: int) -> list[float]:
+    arrivals = [dict() for _ in range(subscribers)]
+    subs = [Subscriber(port, session_id, arrivals[i]) for i in range(subscribers)]
+    for i in range(0, subscribers, 50):
+        await asyncio.gather(*(s.start() for s in subs[i:i + 50]))
+    from asgiref.sync import sync_to_async
+
+    from sessions.models import Session
+
+    head = await sync_to_async(lambda: Session.objects.get(pk=session_id).event_seq, thread_sensitive=False)()
+    commits: dict[int, float] = {}
+    thread = threading.Thread(target=_append_paced, args=(session_id, events, commits))
+    thread.start()
+    while thread.is_alive():
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(1.0)  # let the last frames land
+    for s in subs:
+        s.close()
+    samples = []
+    missing = 0
+    for got in arrivals:
+        for seq, committed_at in commits.items():
+            if seq <= head:
+                continue
+            if seq in got:
+                samples.append((got[seq] - committed_at) * 1000.0)
+            else:
+                missing += 1
+    if missing:
+        print(f"  !! {missing} frames not received")
+    return samples
+
+
+def _p(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def _proc_status(pid: int) -> dict[str, str]:
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        out[key] = value.strip()
+    return out
+
+
+async def _idle_rss(port: int, pid: int, session_ids: list[str]) -> tuple[float, float, int, int]:
+    before = _proc_status(pid)
+    subs = [Subscriber(port, sid, None) for sid in session_ids]
+    for i in range(0, len(subs), 100):
+        await asyncio.gather(*(s.start() for s in subs[i:i + 100]))
+    await asyncio.sleep(3.0)  # a few poll rounds with all feeds alive
+    during = _proc_status(pid)
+    for s in subs:
+        s.close()
+    return (int(before["VmRSS"].split()[0]) / 1024, int(during["VmRSS"].split()[0]) / 1024,
+            int(before["Threads"]), int(during["Threads"]))
+
+
+def main() -> None:
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    class _NoMigrations(dict):
+        # Like pytest --nomigrations: build tables straight from models.py.
+        def __contains__(self, item):
+            return True
+
+        def __getitem__(self, item):
+            return None
+
+    settings.MIGRATION_MODULES = _NoMigrations()
+    from django.db import connection, connections
+    from django.test.utils import setup_test_environment
+
+    if settings.STORE_BACKEND != "pg":
+        raise SystemExit("event_fanout measures the hosted shape: use covel.settings.test_hosted")
+    setup_test_environment()
+    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+    servers = []
+    try:
+        from sessions.models import Session
+        from tests.turns.events_support import Daphne, server_env
+
+        env = server_env(
+            COVEL_SSE_MAX_CONNECTIONS_PER_SESSION="1000", COVEL_SSE_MAX_CONNECTIONS="5000", RATE_LIMIT_RPM="1000000",
+        )
+        Session.objects.bulk_create(
+            [Session(id=f"bench-{i}", world_id="w", incarnation="i", event_epoch="bench") for i in range(IDLE_SUBSCRIPTIONS + 1)]
+        )
+        connections.close_all()
+
+        server = Daphne(env)
+        servers.append(server)
+        print(f"event fan-out, hosted shape (PostgreSQL + Redis), one daphne process, {os.cpu_count()} CPUs")
+        for count, events in ((1, EVENTS_1), (200, EVENTS_200)):
+            samples = asyncio.run(_latency(server.port, "bench-0", count, events))
+            print(
+                f"  {count:>3} subscriber(s): commit -> frame received  median {statistics.median(samples):6.2f} ms"
+                f"   p99 {_p(samples, 0.99):6.2f} ms   max {max(samples):6.2f} ms   ({len(samples)} frames, {events} commits)"
+            )
+        server.stop()
+        servers.clear()
+
+        fresh = Daphne(env)
+        servers.append(fresh)
+        rss_before, rss_during, threads_before, threads_during = asyncio.run(
+            _idle_rss(fresh.port, fresh.proc.pid, [f"bench-{i}" for i in range(1, IDLE_SUBSCRIPTIONS + 1)])
+        )
+        print(
+            f"  daphne RSS: {rss_before:6.1f} MB idle server -> {rss_during:6.1f} MB holding {IDLE_SUBSCRIPTIONS} idle "
+            f"subscriptions ({IDLE_SUBSCRIPTIONS} sessions); threads {threads_before} -> {threads_during}"
+        )
+    finally:
+        for server in servers:
+            server.stop()
+        connections.close_all()
+        connection.creation.destroy_test_db(old_name, verbosity=0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,430 @@
+"""A real hosted-shape cluster for the end-to-end tests: 2 daphne + 2 Celery worker processes on a
+fresh PostgreSQL database and a dedicated Redis database.
+
+Nothing here runs in the pytest process except process management and health probes: every
+request of the tests goes over TCP to the daphne processes, every turn runs in a Celery worker.
+
+Environment (all optional):
+  COVEL_E2E_PG_URL          server URL without a database, default postgres://postgres@127.0.0.1:5432
+  COVEL_E2E_REDIS_URL       server URL without a database number, default redis://127.0.0.1:6379
+  COVEL_E2E_REDIS_DBS       candidate Redis database numbers, default "2-14"; the first empty one
+                            is claimed (SET NX of CLAIM_KEY) so that concurrent runs never share one
+  COVEL_E2E_SCHEMA          "migrate" (default: the real migrations, refused when models.py has
+                            changes without a migration) or "syncdb" (tables straight from models.py,
+                            like pytest --nomigrations; for iterating before migrations are generated)
+  COVEL_E2E_WORKER_CONCURRENCY  prefork children per Celery worker, default 3
+  COVEL_E2E_KEEP_LOGS       "1" keeps the run directory (logs, COVEL_HOME) after teardown
+
+The database is named ``covel_e2e_<pid>`` and carries a comment with the host and pid; a run that
+finds such a database of a dead pid on this host (a crashed earlier run) drops it first.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import psycopg
+import redis
+
+REPO = Path(__file__).resolve().parents[2]
+CLAIM_KEY = "covel:e2e:claim"
+DB_PREFIX = "covel_e2e_"
+HEALTH_TIMEOUT_SECONDS = 90
+WORKER_READY_TIMEOUT_SECONDS = 90
+STOP_TIMEOUT_SECONDS = 30
+QUEUES = "turns,jobs,media,worldgen"
+
+
+class ClusterError(RuntimeError):
+    """A cluster process did not start, did not stop, or left something behind."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _parse_db_range(text: str) -> list[int]:
+    numbers: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part:
+            low, high = part.split("-", 1)
+            numbers.extend(range(int(low), int(high) + 1))
+        else:
+            numbers.append(int(part))
+    return numbers
+
+
+@dataclass
+class Proc:
+    """One cluster process, started in its own process group (so SIGKILL reaches its children)."""
+
+    name: str
+    argv: list[str]
+    log_path: Path
+    popen: subprocess.Popen | None = None
+    port: int | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.popen is not None
+        return self.popen.pid
+
+    def is_running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass
+class Cluster:
+    """The processes and stores of one e2e run. Use ``start()`` / ``stop()``; see module docstring."""
+
+    run_dir: Path
+    pg_url: str = field(default_factory=lambda: os.environ.get("COVEL_E2E_PG_URL", "postgres://postgres@127.0.0.1:5432"))
+    redis_server_url: str = field(default_factory=lambda: os.environ.get("COVEL_E2E_REDIS_URL", "redis://127.0.0.1:6379"))
+    schema_mode: str = field(default_factory=lambda: os.environ.get("COVEL_E2E_SCHEMA", "migrate"))
+    worker_concurrency: int = field(default_factory=lambda: int(os.environ.get("COVEL_E2E_WORKER_CONCURRENCY", "3")))
+    db_name: str = field(default_factory=lambda: f"{DB_PREFIX}{os.getpid()}")
+    redis_db: int | None = None
+    web: list[Proc] = field(default_factory=list)
+    workers: list[Proc] = field(default_factory=list)
+    extra_env: dict[str, str] = field(default_factory=dict)
+    _worker_serial: int = 0
+
+    # ----------------------------------------------------------------- derived locations
+    @property
+    def covel_home(self) -> Path:
+        return self.run_dir / "home"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.run_dir / "logs"
+
+    @property
+    def database_url(self) -> str:
+        return f"{self.pg_url.rstrip('/')}/{self.db_name}"
+
+    @property
+    def redis_url(self) -> str:
+        assert self.redis_db is not None, "Redis database not claimed yet"
+        return f"{self.redis_server_url.rstrip('/')}/{self.redis_db}"
+
+    @property
+    def base_urls(self) -> list[str]:
+        return [f"http://127.0.0.1:{proc.port}" for proc in self.web]
+
+    def env(self) -> dict[str, str]:
+        """The environment every cluster process runs with (the hosted shape)."""
+        env = {
+            key: value
+            for key, value in os.environ.items()
+            # The pytest process runs with the test settings; none of that may leak into the cluster.
+            if not key.startswith(("DJANGO_", "COVEL_", "TEST_", "PYTEST_")) and key not in {"DATABASE_URL", "REDIS_URL"}
+        }
+        env.update(
+            {
+                "DJANGO_SETTINGS_MODULE": "covel.settings.hosted",
+                "DATABASE_URL": self.database_url,
+                "REDIS_URL": self.redis_url,
+                "COVEL_HOME": str(self.covel_home),
+                "DEPLOYMENT_TIER": "self",
+                "COVEL_JSON_LOGS": "0",
+                # One client address drives hundreds of requests; the per-address limiter is not under test.
+                "RATE_LIMIT_RPM": "1000000",
+                "PYTHONUNBUFFERED": "1",
+                "PYTHONPATH": str(REPO),
+            }
+        )
+        env.update(self.extra_env)
+        return env
+
+    # ----------------------------------------------------------------- stores
+    def _admin_connect(self) -> psycopg.Connection:
+        return psycopg.connect(f"{self.pg_url.rstrip('/')}/postgres", autocommit=True, connect_timeout=5)
+
+    def _drop_stale_databases(self, conn: psycopg.Connection) -> None:
+        host = socket.gethostname()
+        rows = conn.execute(
+            "SELECT d.datname, shobj_description(d.oid, 'pg_database') FROM pg_database d WHERE d.datname LIKE %s",
+            (DB_PREFIX + "%",),
+        ).fetchall()
+        for name, comment in rows:
+            match = re.fullmatch(r"covel-e2e host=(\S+) pid=(\d+)", comment or "")
+            if match and match.group(1) == host and not _pid_alive(int(match.group(2))) and name != self.db_name:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def database_create(self) -> None:
+        """Create the run's empty database (dropping a stale one of the same name)."""
+        with self._admin_connect() as conn:
+            self._drop_stale_databases(conn)
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.db_name}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{self.db_name}"')
+            comment = f"covel-e2e host={socket.gethostname()} pid={os.getpid()}"
+            conn.execute(f"COMMENT ON DATABASE \"{self.db_name}\" IS '{comment}'")
+
+    def database_drop(self) -> None:
+        with self._admin_connect() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.db_name}" WITH (FORCE)')
+
+    def database_exists(self) -> bool:
+        with self._admin_connect() as conn:
+            return conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (self.db_name,)).fetchone() is not None
+
+    def db(self) -> psycopg.Connection:
+        """A new autocommit connection to the run's database (for assertions on committed rows)."""
+        return psycopg.connect(self.database_url, autocommit=True, connect_timeout=5)
+
+    def redis_claim(self) -> None:
+        """Claim the first empty Redis database of COVEL_E2E_REDIS_DBS for this run."""
+        owner = f"{socket.gethostname()}:{os.getpid()}"
+        for number in _parse_db_range(os.environ.get("COVEL_E2E_REDIS_DBS", "2-14")):
+            client = redis.Redis.from_url(f"{self.redis_server_url.rstrip('/')}/{number}", socket_connect_timeout=3)
+            try:
+                holder = client.get(CLAIM_KEY)
+                if holder is not None:
+                    host, _, pid = holder.decode().rpartition(":")
+                    if host == socket.gethostname() and pid.isdigit() and not _pid_alive(int(pid)):
+                        client.flushdb()  # a crashed earlier run of ours
+                    else:
+                        continue
+                if client.dbsize() != 0:
+                    continue  # someone else's data: never touch it
+                if client.set(CLAIM_KEY, owner, nx=True, ex=6 * 3600):
+                    self.redis_db = number
+                    return
+            finally:
+                client.close()
+        raise ClusterError("no free Redis database among COVEL_E2E_REDIS_DBS; free one or widen the range")
+
+    def redis_release(self) -> None:
+        if self.redis_db is None:
+            return
+        client = redis.Redis.from_url(self.redis_url, socket_connect_timeout=3)
+        try:
+            client.flushdb()
+        finally:
+            client.close()
+
+    # ----------------------------------------------------------------- processes
+    def _spawn(self, proc: Proc) -> Proc:
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        log = open(proc.log_path, "ab")
+        try:
+            proc.popen = subprocess.Popen(
+                proc.argv, cwd=REPO, env=self.env(), stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        finally:
+            log.close()
+        return proc
+
+    def _manage(self, *args: str, timeout: float = 300) -> None:
+        result = subprocess.run(
+            [sys.executable, *args], cwd=REPO, env=self.env(), capture_output=True, text=True, timeout=timeout
+        )
+        if result.returncode != 0:
+            raise ClusterError(f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+
+    def schema_build(self) -> None:
+        """Migrate the run's database (or build it from models.py in COVEL_E2E_SCHEMA=syncdb)."""
+        if self.schema_mode not in {"migrate", "syncdb"}:
+            raise ClusterError(f"COVEL_E2E_SCHEMA must be migrate or syncdb, got {self.schema_mode!r}")
+        self._manage("-m", "tests.e2e.schema", self.schema_mode)
+
+    def web_start(self, index: int) -> Proc:
+        port = free_port()
+        proc = Proc(
+            name=f"web-{index}",
+            argv=[sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+                  "--application-close-timeout", "10", "covel.asgi:application"],
+            log_path=self.logs_dir / f"web-{index}.log",
+            port=port,
+        )
+        return self._spawn(proc)
+
+    def worker_start(self) -> Proc:
+        """Start one more Celery worker process (queues turns, jobs, media, worldgen)."""
+        self._worker_serial += 1
+        serial = self._worker_serial
+        proc = Proc(
+            name=f"worker-{serial}",
+            argv=[sys.executable, "-m", "celery", "-A", "covel", "worker", "-Q", QUEUES,
+                  "-n", f"e2e{os.getpid()}-{serial}@%h", "--concurrency", str(self.worker_concurrency),
+                  "--loglevel", "INFO", "--without-gossip", "--without-mingle"],
+            log_path=self.logs_dir / f"worker-{serial}.log",
+        )
+        self._spawn(proc)
+        self.workers.append(proc)
+        return proc
+
+    def _wait_health(self, proc: Proc) -> None:
+        deadline = time.monotonic() + HEALTH_TIMEOUT_SECONDS
+        last = "no answer"
+        while time.monotonic() < deadline:
+            if not proc.is_running():
+                raise ClusterError(f"{proc.name} exited ({proc.popen.returncode}) before /api/health answered:\n{proc.log_tail()}")
+            try:
+                response = httpx.get(f"http://127.0.0.1:{proc.port}/api/health", timeout=2)
+                if response.status_code == 200 and response.json().get("status") == "ok":
+                    return
+                last = f"{response.status_code} {response.text[:300]}"
+            except httpx.HTTPError as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            time.sleep(0.2)
+        raise ClusterError(f"{proc.name} not healthy after {HEALTH_TIMEOUT_SECONDS} s ({last}):\n{proc.log_tail()}")
+
+    def worker_wait_ready(self, proc: Proc) -> None:
+        deadline = time.monotonic() + WORKER_READY_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            if not proc.is_running():
+                raise ClusterError(f"{proc.name} exited ({proc.popen.returncode}) before it was ready:\n{proc.log_tail()}")
+            if re.search(r"@\S+ ready\.", proc.log_tail(400)):
+                return
+            time.sleep(0.2)
+        raise ClusterError(f"{proc.name} not ready after {WORKER_READY_TIMEOUT_SECONDS} s:\n{proc.log_tail()}")
+
+    def start(self, *, web_count: int = 2, worker_count: int = 2) -> None:
+        """Create the stores, build the schema, start the processes and wait until all are ready.
+
+        On any failure everything already started is torn down and ClusterError is raised.
+        """
+        self.covel_home.mkdir(parents=True, exist_ok=True)
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.redis_claim()
+            self.database_create()
+            self.schema_build()
+            self.web = [self.web_start(index) for index in range(1, web_count + 1)]
+            for _ in range(worker_count):
+                self.worker_start()
+            for proc in self.web:
+                self._wait_health(proc)
+            for proc in self.workers:
+                self.worker_wait_ready(proc)
+        except BaseException:
+            self.stop(check=False)
+            raise
+
+    def worker_kill(self, proc: Proc) -> None:
+        """SIGKILL a worker and its pool children at once (a crashed machine, not a shutdown)."""
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.popen.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while _group_alive(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _group_alive(proc.pid):
+            raise ClusterError(f"{proc.name}: pool children survived SIGKILL of the group")
+        self.workers.remove(proc)
+
+    def _stop_proc(self, proc: Proc, sig: int) -> str | None:
+        """Send ``sig`` to the process; SIGKILL its group after STOP_TIMEOUT_SECONDS. Returns a problem or None."""
+        if proc.popen is None:
+            return None
+        problem = None
+        if proc.popen.poll() is None:
+            try:
+                proc.popen.send_signal(sig)
+            except ProcessLookupError:
+                pass
+            try:
+                proc.popen.wait(timeout=STOP_TIMEOUT_SECONDS)
+            except subprocess.TimeoutExpired:
+                problem = f"{proc.name} did not stop on signal {sig} within {STOP_TIMEOUT_SECONDS} s"
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.popen.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while _group_alive(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _group_alive(proc.pid):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            problem = (problem + "; " if problem else "") + f"{proc.name} left processes behind in its group"
+        return problem
+
+    def stop(self, *, check: bool = True) -> list[str]:
+        """Tear down in the hosted shape's order: web first (stop accepting), then the workers
+        (SIGTERM = warm shutdown, running turns drain), then the stores (drop DB, flush Redis DB).
+
+        Returns the problems found (processes that needed SIGKILL, leftovers); with ``check`` raises
+        ClusterError when there are any.
+        """
+        problems: list[str] = []
+        for proc in self.web:
+            if problem := self._stop_proc(proc, signal.SIGTERM):
+                problems.append(problem)
+        for proc in list(self.workers):
+            if problem := self._stop_proc(proc, signal.SIGTERM):
+                problems.append(problem)
+        try:
+            self.database_drop()
+            if self.database_exists():
+                problems.append(f"database {self.db_name} still exists after DROP")
+        except psycopg.Error as exc:
+            problems.append(f"could not drop database {self.db_name}: {exc}")
+        try:
+            self.redis_release()
+        except redis.RedisError as exc:
+            problems.append(f"could not flush Redis db {self.redis_db}: {exc}")
+        if check and problems:
+            raise ClusterError("unclean teardown: " + "; ".join(problems))
+        return problems
+
+    def logs(self) -> str:
+        """Tails of every process log (for failure messages)."""
+        return "\n\n".join(f"== {proc.name} ==\n{proc.log_tail()}" for proc in [*self.web, *self.workers])
+
+
+def cluster_new() -> Cluster:
+    """A Cluster in a fresh temporary run directory."""
+    return Cluster(run_dir=Path(tempfile.mkdtemp(prefix="covel-e2e-")))
+
+
+def run_dir_remove(cluster: Cluster) -> None:
+    if os.environ.get("COVEL_E2E_KEEP_LOGS") != "1":
+        shutil.rmtree(cluster.run_dir, ignore_errors=True)

@@ -1,0 +1,65 @@
+"""End-to-end tests: real daphne and Celery processes on PostgreSQL and Redis (tests/e2e/cluster.py).
+
+They are collected only when COVEL_E2E=1 (``make e2e``), so ``make test`` stays fast. One cluster
+(2 web + 2 workers) serves the whole run; its teardown fails the run when a process had to be
+killed or the database/Redis db was left behind.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+E2E_ENABLED = os.environ.get("COVEL_E2E") == "1"
+
+if not E2E_ENABLED:
+    collect_ignore_glob = ["test_*.py"]
+
+FIXTURE_WORLDS = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "upstream" / "worlds"
+#: Figures the scenarios report; printed at the end of the run (pytest_terminal_summary).
+REPORT: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter):
+    if REPORT:
+        terminalreporter.section("covel e2e figures")
+        for line in REPORT:
+            terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """The running cluster: ``cluster.base_urls`` (two daphne), ``cluster.db()``, ``cluster.workers``."""
+    from tests.e2e.cluster import cluster_new, run_dir_remove
+
+    started = cluster_new()
+    # User-installed world (scenario 2): copied the way an operator installs a world package.
+    shutil.copytree(FIXTURE_WORLDS / "emberback", started.covel_home / "worlds" / "emberback")
+    started.start()
+    try:
+        yield started
+    finally:
+        problems = started.stop(check=False)
+        if not problems:
+            run_dir_remove(started)
+        assert not problems, f"unclean teardown (logs kept in {started.run_dir}): {problems}"
+
+
+@pytest.fixture
+def web1(cluster):
+    from tests.e2e.client import Api
+
+    api = Api(cluster.base_urls[0])
+    yield api
+    api.close()
+
+
+@pytest.fixture
+def web2(cluster):
+    from tests.e2e.client import Api
+
+    api = Api(cluster.base_urls[1])
+    yield api
+    api.close()

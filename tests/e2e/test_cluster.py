@@ -1,0 +1,35 @@
+"""The harness itself: two daphne processes answer on their own ports over one PostgreSQL and
+Redis, and both Celery workers consume the turns queue."""
+from __future__ import annotations
+
+import httpx
+
+
+def test_both_web_processes_are_healthy_on_the_hosted_shape(cluster):
+    # given the running cluster
+    # when each web process is asked for its health
+    bodies = [httpx.get(f"{url}/api/health", timeout=10).json() for url in cluster.base_urls]
+
+    # then both answer ok, on PostgreSQL and Redis, as two distinct processes
+    for body in bodies:
+        assert body["status"] == "ok", body
+        assert body["storage"]["data"]["backend"] == "pg"
+        assert body["checks"] == {"database": {"ok": True}, "redis": {"ok": True}}
+    assert bodies[0]["bootId"] != bodies[1]["bootId"]
+
+
+def test_both_workers_answer_on_the_broker(cluster):
+    # given the running cluster's two Celery workers
+    from celery import Celery
+
+    app = Celery(broker=cluster.redis_url)
+    try:
+        # when they are pinged over the broker
+        replies = app.control.ping(timeout=5.0)
+    finally:
+        app.close()
+
+    # then exactly our two workers answer
+    names = sorted(name for reply in replies for name in reply)
+    assert len(names) == 2, replies
+    assert all(proc.is_running() for proc in cluster.workers)

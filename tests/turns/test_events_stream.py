@@ -1,0 +1,227 @@
+"""GET /api/events/stream end to end on the real ASGI application: frames, order, replay, resets,
+topic filters, keep-alives, fan-out failure. Events are appended by other threads."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from django.test import override_settings
+
+from tests.turns.events_support import AsgiSse, append_events, db, in_thread, make_session
+from turns import event_stream
+from turns.events import session_events_trim
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_limits():
+    event_stream.rate_limiter.reset()
+    yield
+    event_stream.db_connections_close()
+
+
+async def test_first_frame_is_connected_then_events_from_another_thread_arrive_in_order():
+    # given
+    session = await db(make_session)
+    # when
+    async with AsgiSse(f"sessionId={session.pk}") as sse:
+        connected = await sse.frame()
+        seqs = await db(append_events, session.pk, ["a.one", "a.two", "a.three"])
+        frames = await sse.frames(3)
+    # then
+    assert sse.status == 200
+    assert connected.event == "system.connected"
+    assert connected.id is None
+    assert connected.data["type"] == "system.connected"
+    assert connected.data["sessionId"] == session.pk
+    assert connected.data["topics"] == "all"
+    assert connected.data["cursor"] == "ep1:0"
+    assert seqs == [1, 2, 3]
+    assert [f.event for f in frames] == ["a.one", "a.two", "a.three"]
+    assert [f.id for f in frames] == ["ep1:1", "ep1:2", "ep1:3"]
+    first = frames[0].data
+    assert set(first) == {"id", "topic", "type", "sessionId", "timestamp", "payload"}
+    assert (first["id"], first["topic"], first["type"], first["sessionId"], first["payload"]) == (
+        "ep1:1", "game", "a.one", session.pk, {"n": 0},
+    )
+    assert first["timestamp"].endswith("Z")
+
+
+async def test_many_events_in_one_commit_and_concurrent_writers_stay_in_seq_order():
+    session = await db(make_session)
+    async with AsgiSse(f"sessionId={session.pk}") as sse:
+        await sse.frame()
+        await asyncio.gather(
+            db(append_events, session.pk, [f"x.{i}" for i in range(20)], per_transaction=5),
+            db(append_events, session.pk, [f"y.{i}" for i in range(20)], per_transaction=4),
+        )
+        frames = await sse.frames(40)
+    assert [f.id for f in frames] == [f"ep1:{n}" for n in range(1, 41)]
+    assert [f.event for f in frames if f.event.startswith("x.")] == [f"x.{i}" for i in range(20)]
+
+
+async def test_reconnect_with_last_event_id_receives_the_rest_exactly_once():
+    # given: a subscriber that saw events 1..3 of 5 and went away
+    session = await db(make_session)
+    async with AsgiSse(f"sessionId={session.pk}") as sse:
+        await sse.frame()
+        await db(append_events, session.pk, ["e1", "e2", "e3"])
+        seen = await sse.frames(3)
+    await db(append_events, session.pk, ["e4", "e5"])
+    # when: it reconnects with the standard header
+    async with AsgiSse(f"sessionId={session.pk}", [(b"last-event-id", seen[-1].id.encode())]) as sse:
+        connected = await sse.frame()
+        replayed = await sse.frames(2)
+        await db(append_events, session.pk, ["e6"])
+        live = await sse.frame()
+        quiet = await sse.nothing_within(0.5)
+    # then
+    assert connected.data["cursor"] == "ep1:3"
+    assert [f.event for f in replayed + [live]] == ["e4", "e5", "e6"]
+    assert [f.id for f in replayed + [live]] == ["ep1:4", "ep1:5", "ep1:6"]
+    assert quiet
+
+
+async def test_last_event_id_query_parameter_wins_over_the_header():
+    session = await db(make_session)
+    await db(append_events, session.pk, ["e1", "e2", "e3", "e4"])
+    async with AsgiSse(f"sessionId={session.pk}&lastEventId=ep1:2", [(b"last-event-id", b"ep1:0")]) as sse:
+        await sse.frame()
+        frames = await sse.frames(2)
+        quiet = await sse.nothing_within(0.3)
+    assert [f.id for f in frames] == ["ep1:3", "ep1:4"]
+    assert quiet
+
+
+async def test_replay_longer_than_one_page_is_complete_and_ordered():
+    session = await db(make_session)
+    await db(append_events, session.pk, [f"e{i}" for i in range(1, 1201)], per_transaction=300)
+    async with AsgiSse(f"sessionId={session.pk}&lastEventId=ep1:100") as sse:
+        await sse.frame()
+        frames = await sse.frames(1100)
+    assert [f.id for f in frames] == [f"ep1:{n}" for n in range(101, 1201)]
+
+
+@pytest.mark.parametrize(
+    "cursor, reason",
+    [("other-epoch:1", "epoch_changed"), ("ep1:99", "cursor_ahead"), ("garbage", "invalid_cursor")],
+)
+async def test_unusable_cursor_gets_system_reset_then_live_events(cursor, reason):
+    session = await db(make_session)
+    await db(append_events, session.pk, ["e1", "e2"])
+    async with AsgiSse(f"sessionId={session.pk}&lastEventId={cursor}") as sse:
+        connected = await sse.frame()
+        reset = await sse.frame()
+        await db(append_events, session.pk, ["e3"])
+        live = await sse.frame()
+    assert connected.event == "system.connected"
+    assert (reset.event, reset.id, reset.data["topic"], reset.data["payload"]) == (
+        "system.reset", "ep1:2", "system", {"reason": reason},
+    )
+    assert (live.event, live.id) == ("e3", "ep1:3")
+
+
+async def test_cursor_older_than_the_retained_window_gets_reset():
+    session = await db(make_session)
+    await db(append_events, session.pk, [f"e{i}" for i in range(1, 11)])
+    assert await db(session_events_trim, session.pk, keep=4) == 6  # events 7..10 remain
+    async with AsgiSse(f"sessionId={session.pk}&lastEventId=ep1:5") as expired:
+        await expired.frame()
+        reset = await expired.frame()
+    async with AsgiSse(f"sessionId={session.pk}&lastEventId=ep1:6") as kept:
+        await kept.frame()
+        frames = await kept.frames(4)
+    assert (reset.event, reset.data["payload"]["reason"], reset.id) == ("system.reset", "cursor_expired", "ep1:10")
+    assert [f.id for f in frames] == ["ep1:7", "ep1:8", "ep1:9", "ep1:10"]
+
+
+@override_settings(COVEL_EVENT_LOG_RETAIN=100)
+async def test_log_keeps_only_the_retained_window_as_it_grows():
+    from turns.events import session_events_oldest_seq
+
+    session = await db(make_session)
+    await db(append_events, session.pk, [f"e{i}" for i in range(1, 201)], per_transaction=50)
+    assert await db(session_events_oldest_seq, session.pk) == 101
+
+
+async def test_topic_filter_passes_only_those_topics_and_always_resets():
+    session = await db(make_session)
+    async with AsgiSse(f"sessionId={session.pk}&topics=state,job") as sse:
+        connected = await sse.frame()
+        await db(append_events, session.pk, ["g.1"], topic="game")
+        await db(append_events, session.pk, ["s.1"], topic="state")
+        await db(append_events, session.pk, ["r.1"], topic="runtime")
+        await db(append_events, session.pk, ["j.1"], topic="job")
+        frames = await sse.frames(2)
+    assert connected.data["topics"] == ["job", "state"]
+    assert [(f.event, f.id) for f in frames] == [("s.1", "ep1:2"), ("j.1", "ep1:4")]
+
+
+@override_settings(COVEL_SSE_KEEPALIVE_SECONDS=1, COVEL_SSE_HEARTBEAT_SECONDS=2)
+async def test_idle_stream_sends_keepalive_comments_and_heartbeats():
+    session = await db(make_session)
+    async with AsgiSse(f"sessionId={session.pk}") as sse:
+        await sse.frame()
+        first = await sse.frame(3, comments=True)
+        second = await sse.frame(3, comments=True)
+    assert first.comment == "keep-alive"
+    assert (second.event, second.id, second.data["type"]) == ("system.heartbeat", None, "system.heartbeat")
+
+
+async def test_emitted_event_reaches_the_subscriber():
+    from django.test import Client
+
+    session = await db(make_session)
+    async with AsgiSse(f"sessionId={session.pk}") as sse:
+        await sse.frame()
+        response = await db(
+            Client().post, "/api/events/emit",
+            {"topic": "combat.start", "sessionId": session.pk, "payload": {"enemyId": "g-1"}},
+            content_type="application/json",
+        )
+        frame = await sse.frame()
+    assert response.status_code == 200
+    assert response.json() == {"ok": True, "id": "ep1:1"}
+    assert (frame.event, frame.id, frame.data["topic"]) == ("event.emitted", "ep1:1", "game")
+    assert frame.data["payload"] == {"topic": "combat.start", "data": {"enemyId": "g-1"}}
+
+
+async def test_failed_fanout_after_commit_gives_subscribers_a_reset_not_a_gap():
+    # given: a subscriber, then a writer whose bus (Redis) is unreachable when it publishes
+    session = await db(make_session)
+    async with AsgiSse(f"sessionId={session.pk}") as sse:
+        await sse.frame()
+
+        def append_with_dead_bus():
+            with override_settings(REDIS_URL="redis://127.0.0.1:9/0", STORE_BACKEND="pg"):
+                return append_events(session.pk, ["t.committed"])
+
+        # when
+        await asyncio.to_thread(in_thread, append_with_dead_bus)
+        frames = await sse.frames(2)
+    # then: the committed event is delivered and followed by system.reset
+    assert [(f.event, f.id) for f in frames] == [("t.committed", "ep1:1"), ("system.reset", "ep1:2")]
+    assert frames[1].data["payload"] == {"reason": "commit_fanout_failed", "throughSeq": 1}
+
+
+async def test_disconnect_releases_the_connection_slot():
+    session = await db(make_session)
+    async with AsgiSse(f"sessionId={session.pk}") as sse:
+        await sse.frame()
+        during = event_stream.connection_registry.count(session.pk)
+    await asyncio.sleep(0)
+    assert (during, event_stream.connection_registry.count(session.pk)) == (1, 0)
+
+
+async def test_deleting_the_session_ends_its_streams_with_a_reset():
+    from sessions.models import Session
+
+    session = await db(make_session)
+    with override_settings(COVEL_EVENT_POLL_MS=100):
+        async with AsgiSse(f"sessionId={session.pk}") as sse:
+            await sse.frame()
+            await db(lambda: Session.objects.filter(pk=session.pk).delete())
+            reset = await sse.frame(5)
+            await asyncio.wait_for(sse._task, 5)  # the response ended by itself
+    assert (reset.event, reset.data["payload"]) == ("system.reset", {"reason": "session_deleted"})

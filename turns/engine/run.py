@@ -1,0 +1,353 @@
+"""The turn engine's entry point: ``execution_run(execution_id, sink) -> ExecutionOutcome``.
+
+The turn bridge calls it after claiming the Execution row and taking the session lock. It runs
+the execution's turn(s), commits each in one transaction, and streams frames to ``sink``:
+``interaction.submitted`` (answers), ``execution.started`` per turn, runtime/step/llm/tool
+events, ``narrative.delta`` (ephemeral), post-commit domain events, and finally exactly one
+``execution.completed`` ({committed, turnId, origin, abortReason?}) — carrying the opening
+continuation's data when one ran. A rejection found inside the lock (input_already_committed,
+interaction errors, session not active) emits a single ``error.occurred`` instead and returns
+``rejected=True``; nothing is written then. The engine never raises for a runtime failure.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from turns.engine import trace as T
+from turns.engine.commit import CommitFailed, CommitPlan, PlayerInput, turn_commit, turn_failure_record
+from turns.engine.env import ExecutionEnv, tools_for_registry
+from turns.engine.interactions import answers_resolve
+from turns.engine.providers.config import ModelRouter, model_config_load
+from turns.engine.render import player_input_render
+from turns.engine.runtime import (
+    ORIGIN_CONTINUATION,
+    ORIGIN_MANUAL,
+    ORIGIN_PLAYER,
+    STATUS_FAILED,
+    STATUS_SUCCESS,
+    RuntimeResult,
+    TurnInfo,
+)
+from turns.engine.schedule import turn_runtimes_run
+from turns.engine.setup import setup_all_done, setup_states_settle
+from turns.engine.snapshot import session_snapshot_load
+from turns.engine.tools.context import CancelToken
+
+logger = logging.getLogger(__name__)
+
+ABORTED_BY_PLAYER = "aborted-by-player"
+TYPE_SUBMIT_ACTIONS = "submit_actions"
+TYPE_START_SESSION = "start_session"
+TYPE_RETRY_TURN = "retry_turn"
+TYPE_RETRY_RUNTIME = "retry_runtime"
+TYPE_RETRY_FAILED_RUNTIMES = "retry_failed_runtimes"
+
+
+@dataclass
+class ExecutionOutcome:
+    """committed: the last turn committed. turn_id/origin: the last turn run (the continuation
+    when one ran). turn_ids: every turn in order. rejected: refused before anything ran (an
+    ``error.occurred`` was emitted, no ``execution.completed``). error: {code, message} when the
+    last turn failed or the request was rejected."""
+
+    committed: bool
+    turn_id: str | None = None
+    origin: str | None = None
+    turn_ids: list[str] = field(default_factory=list)
+    abort_reason: str | None = None
+    rejected: bool = False
+    error: dict[str, Any] | None = None
+    failed_runtime_ids: list[str] = field(default_factory=list)
+
+
+def _reject(sink, code: str, message: str, details: dict[str, Any] | None = None, turn_id: str | None = None) -> ExecutionOutcome:
+    payload: dict[str, Any] = {"message": message, "code": code}
+    if details:
+        payload["details"] = details
+    sink.emit(T.ERROR_OCCURRED, payload, turn_id=turn_id)
+    return ExecutionOutcome(committed=False, rejected=True, error={"code": code, "message": message})
+
+
+def _plugin_records(registry, active: list[str]):
+    out = []
+    for plugin_id in active:
+        record = registry.get(plugin_id)
+        if record is not None and record.is_loaded:
+            out.append(record)
+    return out
+
+
+def _user_settings(records, world_meta: dict[str, Any], request_settings: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    world = world_meta.get("pluginSettings") if isinstance(world_meta.get("pluginSettings"), dict) else {}
+    for record in records:
+        merged = {s["key"]: s.get("default") for s in record.manifest.contributes.settings if isinstance(s, dict) and "key" in s}
+        merged.update(world.get(record.id) or {})
+        merged.update((request_settings or {}).get(record.id) or {})
+        out[record.id] = merged
+    return out
+
+
+def _setup_runtime_ids(env: ExecutionEnv) -> list[str]:
+    return [r.id for r in env.runtimes() if r.stage == "setup" and r.trigger.type == "auto"]
+
+
+def _plugin_versions(env: ExecutionEnv) -> dict[str, str | None]:
+    return {p.id: (str(p.manifest.version) if p.manifest.version is not None else None) for p in env.plugins}
+
+
+def execution_run(
+    execution_id: str,
+    sink: T.EventSink,
+    *,
+    provider_keys: dict[str, str] | None = None,
+    plugin_settings: dict[str, Any] | None = None,
+    cancel: CancelToken | None = None,
+    plugin_registry: Any = None,
+    model_router: ModelRouter | None = None,
+) -> ExecutionOutcome:
+    """Run one claimed execution (see module docstring).
+
+    provider_keys: the request's X-Provider-Keys ({provider: key}), kept in memory only.
+    plugin_settings: X-Plugin-User-Settings ({pluginId: {key: value}}).
+    cancel: set by the bridge on abort (stops the LLM stream, skips later runtimes, no commit:
+    execution.completed carries abortReason "aborted-by-player").
+    plugin_registry / model_router: injectable for tests and embedding hosts; default to the
+    process registry (sessions.catalog.plugin_registry) and COVEL_HOME/llm.toml.
+    Preconditions: the caller holds the session lock for the whole call.
+    """
+    from sessions.models import Session
+    from turns.models import Execution
+
+    execution = Execution.objects.get(pk=execution_id)
+    session = Session.objects.get(pk=execution.session_id)
+    trace_id = execution.trace_id or str(uuid.uuid4())
+    payload = dict(execution.payload or {})
+    cancel = cancel or CancelToken()
+    if session.status != Session.STATUS_ACTIVE:
+        return _reject(sink, "session_not_active", f"Session is {session.status}")
+    if plugin_registry is None:
+        from sessions.catalog import plugin_registry as registry_default
+
+        plugin_registry = registry_default()
+    if model_router is None:
+        model_router = ModelRouter(model_config_load(settings.COVEL_HOME, path=getattr(settings, "COVEL_LLM_TOML", None)),
+                                   provider_keys=provider_keys)
+    input_message_id = payload.get("inputMessageId") if execution.type == TYPE_SUBMIT_ACTIONS else None
+    if input_message_id:
+        from sessions.models import ChatMessage
+
+        if ChatMessage.objects.filter(session=session, message_id=input_message_id).exists():
+            return _reject(sink, "input_already_committed", "This input was already committed with a turn; do not resend it.")
+    if execution.type == TYPE_START_SESSION and not session.active_plugins:
+        return _reject(sink, "invalid_action_request", "Session has no active plugins.")
+
+    runner = _Runner(execution=execution, session_id=session.id, sink=sink, trace_id=trace_id, cancel=cancel,
+                     plugin_registry=plugin_registry, router=model_router, plugin_settings=plugin_settings)
+    return runner.run(payload)
+
+
+class _Runner:
+    def __init__(self, *, execution, session_id, sink, trace_id, cancel, plugin_registry, router, plugin_settings) -> None:
+        self.execution = execution
+        self.session_id = session_id
+        self.sink = sink
+        self.trace_id = trace_id
+        self.cancel = cancel
+        self.plugin_registry = plugin_registry
+        self.router = router
+        self.plugin_settings = plugin_settings
+        self.tracer = T.Tracer(sink, trace_id=trace_id, session_id=session_id)
+        self.turn_ids: list[str] = []
+
+    def _env(self) -> ExecutionEnv:
+        from sessions.models import Session
+
+        session = Session.objects.get(pk=self.session_id)
+        snapshot = session_snapshot_load(session)
+        records = _plugin_records(self.plugin_registry, snapshot.active_plugins)
+        tool_registry, executor = tools_for_registry(self.plugin_registry)
+        return ExecutionEnv(snapshot=snapshot, plugin_registry=self.plugin_registry, plugins=records,
+                            tool_registry=tool_registry, executor=executor, router=self.router, tracer=self.tracer,
+                            request_model=self.execution.model or None if hasattr(self.execution, "model") else None,
+                            cancel=self.cancel,
+                            user_settings=_user_settings(records, snapshot.world.metadata, self.plugin_settings))
+
+    def run(self, payload: dict[str, Any]) -> ExecutionOutcome:
+        kind = self.execution.type
+        env = self._env()
+        snapshot = env.snapshot
+        player_input: PlayerInput | None = None
+        answers: list[dict[str, Any]] = []
+        action_kind = None
+        only: frozenset[str] | None = None
+        origin = ORIGIN_PLAYER
+        lore_override = payload.get("loreOverride") if kind == TYPE_START_SESSION and isinstance(payload.get("loreOverride"), str) else None
+        if lore_override is not None:
+            snapshot.world.lore = lore_override
+            snapshot.metadata["loreOverride"] = lore_override
+        turn_id = str(uuid.uuid4())
+        if kind == TYPE_SUBMIT_ACTIONS:
+            actions = [dict(a) for a in payload.get("actions") or []]
+            try:
+                answers = answers_resolve(actions, snapshot.pending_interactions, locale=snapshot.locale)
+            except CommitFailed as exc:
+                return _reject(self.sink, exc.code, exc.message, getattr(exc, "details", None))
+            player_input = self._player_input(env, actions, payload.get("inputMessageId"))
+            action_kind = actions[0].get("kind") if actions else None
+            if answers:
+                self.sink.emit(T.INTERACTION_SUBMITTED, {
+                    "interactionTurnId": answers[0]["turnId"],
+                    "results": [{"submissionId": str(uuid.uuid4()), "interactionId": a["interactionId"], "values": a["values"],
+                                 "filledNarrative": a["filledNarrative"]} for a in answers],
+                    **({"message": {"id": player_input.message_id, "content": player_input.content}} if player_input else {}),
+                }, turn_id=turn_id)
+        elif kind == TYPE_RETRY_TURN:
+            source = payload.get("recoverFromTurnId")
+            if isinstance(source, str):
+                from turns.models import TurnResult
+
+                row = TurnResult.objects.filter(session_id=self.session_id, turn_id=source).first()
+                if row is None:
+                    return _reject(self.sink, "recovery_unavailable", "The turn to recover is not available.")
+                recorded = (row.summary or {}).get("playerInput") or {}
+                if row.origin == ORIGIN_CONTINUATION:
+                    origin = ORIGIN_CONTINUATION
+                if recorded.get("actions"):
+                    player_input = self._player_input(env, [dict(a) for a in recorded["actions"]], None)
+        elif kind in (TYPE_RETRY_RUNTIME, TYPE_RETRY_FAILED_RUNTIMES):
+            ids = [payload["runtimeId"]] if kind == TYPE_RETRY_RUNTIME else list(payload.get("runtimeIds") or [])
+            known = {r.id for r in env.runtimes()}
+            missing = [i for i in ids if i not in known]
+            if missing:
+                return _reject(self.sink, "retry_target_not_active", f"Runtime is not active in this session: {missing[0]}")
+            only = frozenset(ids)
+            origin = ORIGIN_MANUAL
+        setup_ids = _setup_runtime_ids(env)
+        in_setup = snapshot.phase == "setup" and bool(setup_ids) and not setup_all_done(snapshot.setup_runtimes, setup_ids, _plugin_versions(env))
+        if kind == TYPE_START_SESSION and not in_setup:
+            origin = ORIGIN_CONTINUATION
+        turn = TurnInfo(turn_id=turn_id, kind="setup" if in_setup and only is None else "main", origin=origin,
+                        player_message=player_input.rendered if player_input else None, action_kind=action_kind,
+                        submissions=answers, logical_turn=snapshot.completed_player_turns + 1, only_runtime_ids=only)
+        outcome = self._turn(env, turn, player_input=player_input, answers=answers, lore_override=lore_override)
+        if (turn.kind == "setup" and outcome.committed and outcome.phase_became_playing and kind in (TYPE_SUBMIT_ACTIONS, TYPE_START_SESSION, TYPE_RETRY_TURN)):
+            if self.cancel.is_cancelled:
+                cont_id = str(uuid.uuid4())
+                self.turn_ids.append(cont_id)
+                return self._completed(committed=False, turn_id=cont_id, origin=ORIGIN_CONTINUATION, abort_reason=ABORTED_BY_PLAYER)
+            env = self._env()
+            cont = TurnInfo(turn_id=str(uuid.uuid4()), kind="main", origin=ORIGIN_CONTINUATION,
+                            logical_turn=env.snapshot.completed_player_turns + 1)
+            outcome = self._turn(env, cont, player_input=None, answers=[], lore_override=None)
+            turn = cont
+        return self._completed(committed=outcome.committed, turn_id=turn.turn_id, origin=turn.origin,
+                               abort_reason=outcome.abort_reason, error=outcome.error, failed=outcome.failed_runtime_ids)
+
+    def _player_input(self, env: ExecutionEnv, actions: list[dict[str, Any]], input_message_id: str | None) -> PlayerInput | None:
+        snapshot = env.snapshot
+        names = {c.id: c.name for c in snapshot.characters}
+        players = [c.id for c in snapshot.characters if c.type == "player"]
+        plugin_kinds = {}
+        for record in env.plugins:
+            for item in record.manifest.contributes.action_kinds:
+                if isinstance(item, dict) and isinstance(item.get("name"), str):
+                    plugin_kinds[f"{record.id}/{item['name']}"] = item
+        rendered = player_input_render(actions, locale=snapshot.locale, seats=snapshot.seats, characters=names,
+                                       player_character_ids=players, plugin_kinds=plugin_kinds)
+        if not rendered.rendered and not rendered.content:
+            return None
+        return PlayerInput(message_id=input_message_id or str(uuid.uuid4()), content=rendered.content, rendered=rendered.rendered,
+                           actions=rendered.actions, seat_id=(actions[0].get("seatId") if actions else None) or "main")
+
+    def _turn(self, env: ExecutionEnv, turn: TurnInfo, *, player_input, answers, lore_override) -> "_TurnOutcome":
+        from turns.models import Execution
+
+        self.turn_ids.append(turn.turn_id)
+        Execution.objects.filter(pk=self.execution.pk).update(turn_id=turn.turn_id)
+        self.tracer.emit(T.EXECUTION_STARTED, {"turnId": turn.turn_id, "origin": turn.origin, "phase": env.snapshot.phase,
+                                               "kind": turn.kind,
+                                               **({"playerInput": {"actions": player_input.actions, "messageId": player_input.message_id}} if player_input else {})},
+                         turn_id=turn.turn_id)
+        results = turn_runtimes_run(env, turn)
+        snapshot = env.snapshot
+        plan = CommitPlan(turn=turn, execution_id=str(self.execution.pk), trace_id=self.trace_id, player_input=player_input,
+                          answers=answers, lore_override=lore_override,
+                          summary={"origin": turn.origin, "kind": turn.kind,
+                                   **({"playerInput": {"actions": player_input.actions, "messageId": player_input.message_id}} if player_input else {})})
+        failed_ids = [r.runtime_id for r in results if r.status == STATUS_FAILED]
+        versions = _plugin_versions(env)
+        setup_ids = _setup_runtime_ids(env)
+        max_counts = {r.id: r.trigger.max_trigger_count for r in env.runtimes() if r.stage == "setup"}
+        phase_became_playing = False
+        if self.cancel.is_cancelled:
+            if turn.kind == "setup":
+                plan.setup_runtimes = setup_states_settle(snapshot.setup_runtimes, results, max_trigger_counts=max_counts,
+                                                          plugin_versions=versions, committed=False)
+            turn_failure_record(session_id=self.session_id, plan=plan, results=results, tracer=self.tracer, abort_reason=ABORTED_BY_PLAYER)
+            return _TurnOutcome(committed=False, abort_reason=ABORTED_BY_PLAYER, failed_runtime_ids=failed_ids)
+        story_failed = any(r.is_story and r.status == STATUS_FAILED for r in results)
+        if turn.kind == "setup":
+            plan.setup_runtimes = setup_states_settle(snapshot.setup_runtimes, results, max_trigger_counts=max_counts,
+                                                      plugin_versions=versions, committed=True)
+            if setup_all_done(plan.setup_runtimes, setup_ids, versions):
+                plan.phase = "playing"
+                phase_became_playing = snapshot.phase != "playing"
+        else:
+            if snapshot.phase == "setup" and setup_all_done(snapshot.setup_runtimes, setup_ids, versions):
+                plan.phase = "playing"
+            plan.count_player_turn = (turn.origin == ORIGIN_PLAYER and player_input is not None
+                                      and (plan.phase or snapshot.phase) == "playing")
+        if story_failed:
+            error = next(r.error for r in results if r.is_story and r.status == STATUS_FAILED)
+            turn_failure_record(session_id=self.session_id, plan=plan, results=results, tracer=self.tracer, error=error)
+            return _TurnOutcome(committed=False, error=error, failed_runtime_ids=failed_ids)
+        try:
+            committed = turn_commit(session_id=self.session_id, plan=plan, results=results, tracer=self.tracer)
+        except CommitFailed as exc:
+            if turn.kind == "setup":
+                plan.setup_runtimes = setup_states_settle(snapshot.setup_runtimes, results, max_trigger_counts=max_counts,
+                                                          plugin_versions=versions, committed=False)
+            error = {"code": exc.code, "message": exc.message}
+            self.tracer.emit(T.ERROR_OCCURRED, error, turn_id=turn.turn_id)
+            turn_failure_record(session_id=self.session_id, plan=plan, results=results, tracer=self.tracer, error=error)
+            return _TurnOutcome(committed=False, error=error, failed_runtime_ids=failed_ids)
+        for row in committed.events:
+            if row.type in T.FORWARDED_EVENT_TYPES:
+                self.sink.emit(row.type, row.payload, turn_id=turn.turn_id)
+        for result in results:
+            if result.is_story and result.status == STATUS_SUCCESS and result.text:
+                self.sink.emit(T.NARRATIVE_COMPLETED, {"runtimeId": result.runtime_id, "pluginId": result.plugin_id, "text": result.text},
+                               turn_id=turn.turn_id)
+        return _TurnOutcome(committed=True, phase_became_playing=phase_became_playing, failed_runtime_ids=failed_ids)
+
+    def _completed(self, *, committed: bool, turn_id: str, origin: str, abort_reason: str | None = None,
+                   error: dict[str, Any] | None = None, failed: list[str] | None = None) -> ExecutionOutcome:
+        payload: dict[str, Any] = {"committed": committed, "turnId": turn_id, "origin": origin}
+        if abort_reason:
+            payload["abortReason"] = abort_reason
+        if error:
+            payload["error"] = error
+        if failed:
+            payload["failedRuntimeIds"] = failed
+        self.sink.emit(T.EXECUTION_COMPLETED, payload, turn_id=turn_id)
+        return ExecutionOutcome(committed=committed, turn_id=turn_id, origin=origin, turn_ids=list(self.turn_ids),
+                                abort_reason=abort_reason, error=error, failed_runtime_ids=list(failed or []))
+
+
+@dataclass
+class _TurnOutcome:
+    committed: bool
+    phase_became_playing: bool = False
+    abort_reason: str | None = None
+    error: dict[str, Any] | None = None
+    failed_runtime_ids: list[str] = field(default_factory=list)
+
+
+
