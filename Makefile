@@ -47,3 +47,11 @@ cluster-start: install
 
 cluster-stop:
 	deploy/local-cluster.sh stop
+
+# End-to-end tests (tests/e2e/): real processes — 2 daphne + 2 Celery workers — on a fresh
+# PostgreSQL database (covel_e2e_<pid>, dropped afterwards) and a free Redis database number.
+# PostgreSQL (trust auth for user postgres) and Redis must be running on 127.0.0.1 (see .ci/run).
+# Not collected by `make test` (tests/e2e/conftest.py) unless COVEL_E2E=1.
+E2E_ARGS ?=
+e2e: install
+	COVEL_E2E=1 $(VENV)/bin/pytest tests/e2e -q -rA $(E2E_ARGS)

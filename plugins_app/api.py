@@ -1,7 +1,8 @@
 """Plugin, framework and package-validation endpoints (spec 004 插件管理 / 插件与世界安装).
 
 GET /plugins, GET /plugins/:id, GET /framework/capabilities, GET /framework/authoring,
-GET /plugin-flows, POST /install/validate/plugin|world. Mounted at /api/ by covel.api.
+GET /plugin-flows, POST /install/validate/plugin|world, and (appended, plugins_app/install.py)
+POST /install/world, /install/plugin, /install/st-import. Mounted at /api/ by covel.api.
 Other plugin_app endpoints (plugin data) live in api_plugin_data.py.
 """
 from __future__ import annotations
@@ -11,9 +12,12 @@ from pathlib import Path
 
 from django.conf import settings
 from ninja import Router
+from ninja.responses import Status
 
 from covel.errors import ApiError
+from plugins_app import install, st_import
 from plugins_app import plugin_services as services
+from plugins_app.errors import StImportError
 from sessions.auth import is_operator, require_operator
 from sessions.catalog import plugin_registry
 from sessions.errors import PluginNotFound
@@ -86,3 +90,59 @@ def validate_plugin_package(request):
 @router.post("/install/validate/world")
 def validate_world_package(request):
     return _validate(request, "world")
+
+
+# ------------------------------------------------------------------------------- install (plugins_app/install.py)
+
+_TRUE = ("1", "true", "yes", "on")
+
+
+def _install_source(request, kind: str, install_upload, install_path) -> dict:
+    """Dispatch an install request: multipart field `file` (.zip) or JSON {source: {kind: "path", path}}."""
+    _install_auth(request)
+    upload = request.FILES.get("file")
+    if upload is not None:
+        if upload.size > MAX_UPLOAD_BYTES:
+            raise ApiError(413, "payload_too_large", "Upload exceeds 20 MiB")
+        return install_upload(upload.read())
+    if request.content_type == "multipart/form-data":
+        raise ApiError(400, "invalid_request", f"Send the {kind} .zip in the multipart field `file`")
+    try:
+        body = json.loads(request.body or b"null")
+    except (ValueError, UnicodeDecodeError):
+        raise ApiError(400, "invalid_request", f"Send the {kind} .zip in the multipart field `file`")
+    source = body.get("source") if isinstance(body, dict) else None
+    if not isinstance(source, dict) or source.get("kind") != "path":
+        raise ApiError(400, "invalid_request", f"Send the {kind} .zip in the multipart field `file`, or JSON {{source: {{kind: path, path}}}}")
+    return install_path(source.get("path"))
+
+
+@router.post("/install/world", response={201: dict})
+def install_world(request):
+    """Install a world package (spec 004 安装世界): 201 {ok, kind, id, restartRequired: false}."""
+    return Status(201, _install_source(request, "world", install.world_install_upload, install.world_install_path))
+
+
+@router.post("/install/plugin", response={201: dict})
+def install_plugin(request):
+    """Install a plugin package: 201 {ok, kind, id, restartRequired: true, hasServerCode}."""
+    return Status(201, _install_source(request, "plugin", install.plugin_install_upload, install.plugin_install_path))
+
+
+@router.post("/install/st-import", response={200: dict, 201: dict})
+def install_st_import(request):
+    """SillyTavern cards / World Info → one world (multipart `file` repeated, `locale`, `name`,
+    `preview`). 200 for a preview (nothing written), else 201."""
+    _install_auth(request)
+    uploads = request.FILES.getlist("file")
+    if len(uploads) > st_import.MAX_FILES:
+        raise StImportError(400, "too-many-files", f"at most {st_import.MAX_FILES} files per import")
+    for upload in uploads:
+        if upload.size > st_import.MAX_FILE_BYTES:
+            raise StImportError(413, "file-too-large", "file exceeds 8 MiB", source=upload.name)
+    is_preview = (request.POST.get("preview") or request.GET.get("preview") or "").strip().lower() in _TRUE
+    result = install.st_import_run(
+        [(upload.name or f"file-{i + 1}", upload.read()) for i, upload in enumerate(uploads)],
+        locale=request.POST.get("locale"), name=request.POST.get("name"), is_preview=is_preview,
+    )
+    return Status(200 if is_preview else 201, result)

@@ -26,7 +26,7 @@ class SessionAdmin(admin.ModelAdmin):
     list_filter = ("status", "phase", "locale", "world_id")
     search_fields = ("id", "world_id", "title")
     exclude = ("owner_token_hash", "incarnation")
-    readonly_fields = ("event_epoch", "event_seq", "setup_runtimes", "completed_player_turns", "created_at", "updated_at")
+    readonly_fields = ("event_epoch", "event_seq", "deletion_state", "deletion_started_at", "phase", "setup_runtimes", "completed_player_turns", "created_at", "updated_at")
 
 
 @admin.register(models.Character)
@@ -52,8 +52,8 @@ class TurnMessageAdmin(_ReadOnlyAdmin):
 
 @admin.register(models.LorebookEntry)
 class LorebookEntryAdmin(admin.ModelAdmin):
-    list_display = ("entry_id", "title", "owner", "plugin_id", "enabled", "session")
-    list_filter = ("owner", "enabled")
+    list_display = ("entry_id", "title", "owner", "plugin_id", "enabled", "strategy", "insertion_order", "session")
+    list_filter = ("owner", "enabled", "strategy")
     search_fields = ("entry_id", "title", "content", "session__id")
 
 

@@ -65,6 +65,8 @@ WORLD_ID_RE = re.compile(r"^[a-z][a-z0-9-]{0,63}$")
 LOCALE_RE = re.compile(r"^[a-z]{2,3}(-[A-Z][a-z]{3})?(-[A-Z]{2}|-[0-9]{3})?$")
 SOURCE_FILE = "file"  # metadata.source of builtin (read-only) worlds
 SOURCE_USER = "user-file"  # worlds under COVEL_HOME/worlds
+SOURCE_GENERATED = "generated-file"  # user worlds installed through /api/install/* (spec 004 安装世界)
+INSTALL_MARKER = ".covel-install.json"  # written by plugins_app/install.py into installed packages
 
 WORLD_FIELDS = {
     "schemaVersion", "id", "name", "version", "summary", "defaultLocale", "supportedLocales", "tags",
@@ -597,11 +599,14 @@ def _safe_path(root: Path, declared: str) -> Path | None:
 def world_package_load(root: Path | str, *, source: str = SOURCE_FILE, expected_id: str | None = None) -> WorldPackage:
     """Load and validate the world package at `root`. Never raises for bad content.
 
-    source: metadata.source ("file" for builtin worlds, "user-file" for COVEL_HOME/worlds).
+    source: metadata.source ("file" for builtin worlds, "user-file" for COVEL_HOME/worlds;
+    a user world holding INSTALL_MARKER is reported as "generated-file").
     expected_id: when given (folder-based discovery), a different `id` in world.yaml is an
     `id-mismatch` error. Returns a WorldPackage; check `.ok` / `.issues` before using it.
     """
     root = Path(root).resolve()
+    if source == SOURCE_USER and (root / INSTALL_MARKER).is_file():
+        source = SOURCE_GENERATED
     issues: list[Issue] = []
     world = WorldPackage(id=expected_id or root.name, root=root, source=source, issues=issues)
     manifest_path = root / WORLD_FILE

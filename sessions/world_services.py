@@ -156,7 +156,7 @@ def world_delete(*, world_id: str) -> dict[str, Any]:
         with transaction.atomic():
             count, _ = Session.objects.filter(pk=session_id).delete()
             deleted += 1 if count else 0
-    if view.package is not None and view.package.source == wp.SOURCE_USER:
+    if view.package is not None and view.package.source in (wp.SOURCE_USER, wp.SOURCE_GENERATED):
         trash = view.package.root.with_name(f".deleting-{world_id}-{uuid.uuid4().hex[:6]}")
         view.package.root.rename(trash)
         World.objects.filter(pk=world_id).delete()

@@ -470,6 +470,7 @@ class _Hub:
         self.loop = loop
         self.feeds: dict[str, _Feed] = {}
         self._poller: asyncio.Task | None = None
+        self._ticker: asyncio.Task | None = None
 
     def attach(self, start: StreamStart) -> _Feed:
         feed = self.feeds.get(start.session_id)
@@ -480,6 +481,8 @@ class _Hub:
         feed.refs += 1
         if self._poller is None or self._poller.done():
             self._poller = self.loop.create_task(self._poll())
+        if self._ticker is None or self._ticker.done():
+            self._ticker = self.loop.create_task(self._tick())
         return feed
 
     def detach(self, feed: _Feed) -> None:
@@ -488,6 +491,15 @@ class _Hub:
             feed.stop()
             if self.feeds.get(feed.session_id) is feed:
                 del self.feeds[feed.session_id]
+
+    async def _tick(self) -> None:
+        # Keep-alive clock of every stream: a third of the shortest interval, so a comment or
+        # heartbeat is at most that late.
+        while self.feeds:
+            interval = min(settings.COVEL_SSE_KEEPALIVE_SECONDS, settings.COVEL_SSE_HEARTBEAT_SECONDS) / 3.0
+            await asyncio.sleep(max(0.2, interval))
+            for feed in list(self.feeds.values()):
+                feed._wake()
 
     async def _poll(self) -> None:
         while self.feeds:
@@ -577,14 +589,6 @@ async def event_stream(start: StreamStart, topics: frozenset[str] | None, slot: 
                     if topics is None or row.topic in topics or row.type == TYPE_RESET:
                         yield row.frame
                 continue
-            timeout = min(next_keepalive, next_heartbeat) - loop.time()
-            if timeout > 0:
-                try:
-                    async with asyncio.timeout(timeout):
-                        await changed.wait()
-                    continue
-                except TimeoutError:
-                    pass
             now = loop.time()
             if now >= next_heartbeat:
                 yield _system_frame(TYPE_HEARTBEAT, session_id, f"{epoch}:{cursor}", {}, with_id=False)
@@ -593,6 +597,9 @@ async def event_stream(start: StreamStart, topics: frozenset[str] | None, slot: 
             elif now >= next_keepalive:
                 yield b": keep-alive\n\n"
                 next_keepalive = now + keepalive_s
+            # No per-subscriber timer: the hub's ticker wakes every feed often enough for the
+            # keep-alive deadlines above (timers per stream cost memory and CPU at fan-out).
+            await changed.wait()
     finally:
         hub.detach(feed)
         slot.release()

@@ -216,9 +216,9 @@ def _pg_lock(session_id: str, wait_seconds: float) -> Iterator[None]:
     conn = _pool.get(wait_seconds=max(wait_seconds, 1.0))
     healthy = False
     try:
-        if wait_seconds <= 0:
-            acquired = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]
-        else:
+        # Uncontended (the usual case): one round trip. Only a contended lock pays for the wait setup.
+        acquired = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]
+        if not acquired and wait_seconds > 0:
             conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{int(wait_seconds * 1000)}ms",))
             try:
                 conn.execute("SELECT pg_advisory_lock(%s)", (key,))

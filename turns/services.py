@@ -382,9 +382,9 @@ def execution_run(*, execution_id: str) -> str | None:
     if not claimed:
         logger.info("execution %s already claimed; skipping", execution_id)
         return None
-    execution = Execution.objects.select_related("session").get(pk=execution_id)
-    start_index = ExecutionFrame.objects.filter(execution_id=execution_id).aggregate(m=Max("index"))["m"] or 0
-    sink = ExecutionSink(execution_id=str(execution.id), turn_id=execution.turn_id, start_index=start_index)
+    execution = Execution.objects.get(pk=execution_id)
+    # A queued execution has no frames yet: only its own (single) claimant writes them.
+    sink = ExecutionSink(execution_id=str(execution.id), turn_id=execution.turn_id)
     with _Heartbeat(str(execution.id)):
         try:
             with locks.session_lock(execution.session_id):

@@ -96,11 +96,10 @@ async def _latency(port: int, session_id: str, subscribers: int, events: int) ->
     subs = [Subscriber(port, session_id, arrivals[i]) for i in range(subscribers)]
     for i in range(0, subscribers, 50):
         await asyncio.gather(*(s.start() for s in subs[i:i + 50]))
-    from asgiref.sync import sync_to_async
-
     from sessions.models import Session
+    from tests.turns.events_support import db
 
-    head = await sync_to_async(lambda: Session.objects.get(pk=session_id).event_seq, thread_sensitive=False)()
+    head = await db(lambda: Session.objects.get(pk=session_id).event_seq)
     commits: dict[int, float] = {}
     thread = threading.Thread(target=_append_paced, args=(session_id, events, commits))
     thread.start()

@@ -360,32 +360,36 @@ class Cluster:
             raise ClusterError(f"{proc.name}: pool children survived SIGKILL of the group")
         self.workers.remove(proc)
 
-    def _stop_proc(self, proc: Proc, sig: int) -> str | None:
-        """Send ``sig`` to the process; SIGKILL its group after STOP_TIMEOUT_SECONDS. Returns a problem or None."""
-        if proc.popen is None:
-            return None
-        problem = None
-        if proc.popen.poll() is None:
+    def _stop_group(self, procs: list[Proc], sig: int) -> list[str]:
+        """Send ``sig`` to every process, wait for all; SIGKILL a group still alive after
+        STOP_TIMEOUT_SECONDS. Returns the problems found (empty when all stopped on ``sig``)."""
+        problems: list[str] = []
+        live = [proc for proc in procs if proc.popen is not None]
+        for proc in live:
+            if proc.popen.poll() is None:
+                try:
+                    proc.popen.send_signal(sig)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
+        for proc in live:
             try:
-                proc.popen.send_signal(sig)
-            except ProcessLookupError:
-                pass
-            try:
-                proc.popen.wait(timeout=STOP_TIMEOUT_SECONDS)
+                proc.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                problem = f"{proc.name} did not stop on signal {sig} within {STOP_TIMEOUT_SECONDS} s"
+                problems.append(f"{proc.name} did not stop on signal {sig} within {STOP_TIMEOUT_SECONDS} s")
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.popen.wait(timeout=10)
-        deadline = time.monotonic() + 10
-        while _group_alive(proc.pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if _group_alive(proc.pid):
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            problem = (problem + "; " if problem else "") + f"{proc.name} left processes behind in its group"
-        return problem
+        for proc in live:
+            grace = time.monotonic() + 10
+            while _group_alive(proc.pid) and time.monotonic() < grace:
+                time.sleep(0.05)
+            if _group_alive(proc.pid):
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                problems.append(f"{proc.name} left processes behind in its group")
+        return problems
 
     def stop(self, *, check: bool = True) -> list[str]:
         """Tear down in the hosted shape's order: web first (stop accepting), then the workers
@@ -394,13 +398,8 @@ class Cluster:
         Returns the problems found (processes that needed SIGKILL, leftovers); with ``check`` raises
         ClusterError when there are any.
         """
-        problems: list[str] = []
-        for proc in self.web:
-            if problem := self._stop_proc(proc, signal.SIGTERM):
-                problems.append(problem)
-        for proc in list(self.workers):
-            if problem := self._stop_proc(proc, signal.SIGTERM):
-                problems.append(problem)
+        problems = self._stop_group(self.web, signal.SIGTERM)
+        problems += self._stop_group(list(self.workers), signal.SIGTERM)
         try:
             self.database_drop()
             if self.database_exists():

@@ -25,7 +25,7 @@ def test_both_workers_answer_on_the_broker(cluster):
     app = Celery(broker=cluster.redis_url)
     try:
         # when they are pinged over the broker
-        replies = app.control.ping(timeout=5.0)
+        replies = app.control.broadcast("ping", reply=True, limit=2, timeout=10.0)
     finally:
         app.close()
 

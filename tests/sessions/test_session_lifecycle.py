@@ -63,17 +63,16 @@ def test_create_resolves_locale_against_world_versions(client, catalog):
     assert tw["locale"] == "en-US" and tw["requestedLocale"] == "zh-TW"
 
 
-def test_create_without_setup_runtimes_starts_playing(client, catalog):
-    settings = catalog
-    body = session_create(client, plugins=["teller"], locale="en-US")
-    assert body["id"].startswith("session-") and body["worldId"] is None
-    # core plugin 'opener' has a setup runtime, so exclude it by choosing no world and... check playing
-    assert body["phase"] == "setup"
-    settings.COVEL_BUILTIN_PLUGINS_DIR = str(settings.COVEL_BUILTIN_WORLDS_DIR)  # no plugins at all
+def test_create_without_setup_runtimes_starts_playing(client, catalog, tmp_path):
+    # given a host whose only plugin has no setup runtime
     from plugins_app.registry import registry_reset
 
+    catalog.COVEL_BUILTIN_PLUGINS_DIR = str(tmp_path)
     registry_reset()
+    # when
     bare = session_create(client, locale="en-US")
+    # then
+    assert bare["id"].startswith("session-") and bare["worldId"] is None
     assert bare["phase"] == "playing" and bare["setupRuntimes"] == {} and bare["activePlugins"] == []
 
 
@@ -86,11 +85,19 @@ def test_create_defaults_plugins_from_world_policy_and_autoadds_required_provide
     assert needy["unmetRequirements"] == [{"contract": "calendar@1", "code": "missing-provider"}]
 
 
-def test_create_with_plugin_whose_dependency_is_missing_keeps_it_saved(client, catalog):
+def test_create_autoadds_the_sole_provider_of_a_plugin_requirement(client, catalog):
     body = session_create(client, plugins=["needs-clock"], locale="en-US")
-    # clock is the only provider: auto-added
-    assert body["activePlugins"][:2] == ["needs-clock", "opener"] or "clock" in body["activePlugins"]
-    assert "clock" in body["activePlugins"]
+    assert body["activePlugins"] == ["needs-clock", "opener", "clock"]
+    assert body["metadata"]["pluginSelection"]["autoAdded"] == ["clock"]
+
+
+def test_plugin_with_unmet_requirement_stays_saved_but_unavailable(client, catalog):
+    body = session_create(client, plugins=["needs-clock"], locale="en-US")
+    client.delete(f"/api/sessions/{body['id']}/plugins/clock")
+    listed = client.get(f"/api/sessions/{body['id']}/plugins").json()
+    assert [u["pluginId"] for u in listed["unavailable"]] == ["needs-clock"]
+    assert listed["unavailable"][0]["code"] == "missing-provider"
+    assert "needs-clock" in Session.objects.get().active_plugins
 
 
 def test_create_errors(client, catalog):
@@ -204,7 +211,7 @@ def test_delete_with_expired_lease_takes_over(client, session):
     assert Session.objects.count() == 0
 
 
-def test_delete_cancels_unfinished_runtime_jobs(client, session):
+def test_delete_removes_unfinished_runtime_jobs(client, session):
     from jobs.models import RuntimeJob
 
     RuntimeJob.objects.create(session_id=session["id"], plugin_id="teller", runtime_id="teller", status="running")

@@ -59,6 +59,10 @@ from turns.engine.tools.executor import CONTROL_DONE, CONTROL_SUSPEND, STATUS_SU
 from turns.engine.tools.registry import LOOP_HANDLED_TOOL_NAMES
 
 RUNTIME_DONE = "runtime-done"
+#: The story runtime's output field (contract narrative-engine@1: {narrativeOutput}).
+STORY_OUTPUT_KEY = "narrativeOutput"
+#: Characters kept per selfData value in "summary" format.
+SELF_DATA_SUMMARY_CHARS = 200
 DEFAULT_MAX_STEPS = 8
 DEFAULT_TIMEOUT_MS = 240_000
 
@@ -180,6 +184,10 @@ def system_prompt_build(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnI
                 if isinstance(segment.get("content"), str):
                     filled, _ = template_fill(segment["content"], values)
                     sections.append(filled.strip())
+    for item in runtime.self_data:
+        section = self_data_section(view, runtime.plugin_id, item)
+        if section:
+            sections.append(section)
     if inputs and "runtime.inputs" not in used:
         sections.append("[RUNTIME-INPUTS]\n" + json.dumps(inputs, ensure_ascii=False, indent=1)[:8000])
     sections.append("[COMPLETION]\n" + completion_text(is_story=is_story, offers_done=offers_done, after_tools=after_tools, require=require, zh=zh))
@@ -187,6 +195,25 @@ def system_prompt_build(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnI
         env.tracer.emit(T.CONTEXT_PRUNED, {"runtimeId": runtime.id, "pluginId": runtime.plugin_id, "prunedMessageCount": pruned},
                         turn_id=turn.turn_id, plugin_id=runtime.plugin_id, runtime_id=runtime.id)
     return "\n\n".join(s for s in sections if s)
+
+
+def self_data_section(view: EngineStateView, plugin_id: str, item: dict[str, Any]) -> str:
+    """io.selfData: the runtime's own plugin data (with staged writes) under the ``as`` tag.
+    format: summary (values cut to 200 characters), full, ids-only; maxEntries keeps the newest."""
+    namespace, tag = item.get("namespace"), item.get("as")
+    if not isinstance(namespace, str) or not isinstance(tag, str):
+        return ""
+    rows = view.plugin_data_list(plugin_id, namespace)
+    keys = list(rows)[-int(item.get("maxEntries") or 200):]
+    fmt = item.get("format") or "summary"
+    if fmt == "ids-only":
+        body = "\n".join(f"- {k}" for k in keys)
+    elif fmt == "full":
+        body = json.dumps({k: rows[k] for k in keys}, ensure_ascii=False, indent=1)
+    else:
+        body = "\n".join(f"- {k}: {json.dumps(rows[k], ensure_ascii=False)[:SELF_DATA_SUMMARY_CHARS]}" for k in keys)
+    name = tag.strip("<>")
+    return f"<{name}>\n{body}\n</{name}>"
 
 
 def _as_line(value: Any) -> str:
@@ -362,7 +389,7 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
             if is_story:
                 if text.strip():
                     result.text = text
-                    result.output = {"text": text}
+                    result.output = {STORY_OUTPUT_KEY: text}
                     done = True
                     break
                 messages.append({"role": "user", "content": "请写出本回合的故事正文。" if env.snapshot.locale.startswith("zh") else "Write this turn's story prose now."})

@@ -64,10 +64,36 @@ def _normalise(spec: dict[str, Any], fields: dict[str, Any], zh: bool) -> dict[s
     return values
 
 
-def answers_resolve(actions: list[dict[str, Any]], pending: list[dict[str, Any]], *, locale: str) -> list[dict[str, Any]]:
+def form_validator_run(validator: Any, values: dict[str, Any], data: Any, locale: str) -> None:
+    """Run a plugin's form validator (spec 000 §自定义校验 validation): None passes, a string is a
+    whole-form error, {field, message} (or a list) are field errors → CommitFailed("form_rejected");
+    a validator that raises → CommitFailed("form_validator_failed")."""
+    try:
+        verdict = validator(dict(values), data, {"locale": locale, "messages": {}})
+    except Exception as exc:  # plugin code
+        raise CommitFailed("form_validator_failed", f"The form validator failed: {type(exc).__name__}") from None
+    if verdict is None:
+        return
+    if isinstance(verdict, str):
+        issues = [{"message": verdict}]
+    else:
+        items = verdict if isinstance(verdict, list) else [verdict]
+        issues = [{k: v for k, v in dict(i).items() if k in ("field", "message")} for i in items if isinstance(i, dict)]
+    if not issues:
+        return
+    error = CommitFailed("form_rejected", str(issues[0].get("message") or "The form was rejected."))
+    error.details = {"issues": issues}  # type: ignore[attr-defined]
+    raise error
+
+
+def answers_resolve(actions: list[dict[str, Any]], pending: list[dict[str, Any]], *, locale: str,
+                    form_validators: Any = None) -> list[dict[str, Any]]:
     """For each action with ``interaction``: {turnId, interactionId, type, pluginId, runtimeId,
     values, filledNarrative, echo}; sets the action's text to the filled narrative (when echoed).
-    Raises CommitFailed("invalid_interaction_submission" | "interaction_already_submitted" | "form_rejected")."""
+    form_validators: (plugin_id, name) → validator callable or None; a form naming a validator
+    that cannot be found is rejected (never silently skipped).
+    Raises CommitFailed("invalid_interaction_submission" | "interaction_already_submitted" |
+    "form_rejected" | "form_validator_failed")."""
     zh = locale.lower().startswith("zh")
     by_key = {(p["turn_id"], p["interaction_id"]): p for p in pending}
     out = []
@@ -86,6 +112,13 @@ def answers_resolve(actions: list[dict[str, Any]], pending: list[dict[str, Any]]
         if ref.get("type") and ref.get("type") != record["type"]:
             raise CommitFailed("invalid_interaction_submission", "The interaction type does not match.")
         values = _normalise(spec, action.get("fields") or {}, zh)
+        validation = spec.get("validation")
+        if isinstance(validation, dict) and validation.get("name"):
+            source = spec.get("sourcePluginId") or record["plugin_id"]
+            validator = form_validators(source, validation["name"]) if form_validators else None
+            if validator is None:
+                raise CommitFailed("form_validator_failed", f"Form validator {validation['name']} of {source} is not available.")
+            form_validator_run(validator, values, validation.get("data"), locale)
         template_values = dict(values)
         if spec.get("type") == "confirmation":
             template_values["confirmed"] = ("确认" if values["confirmed"] else "取消") if zh else ("confirmed" if values["confirmed"] else "cancelled")

@@ -196,7 +196,8 @@ class _Runner:
         if kind == TYPE_SUBMIT_ACTIONS:
             actions = [dict(a) for a in payload.get("actions") or []]
             try:
-                answers = answers_resolve(actions, snapshot.pending_interactions, locale=snapshot.locale)
+                answers = answers_resolve(actions, snapshot.pending_interactions, locale=snapshot.locale,
+                                          form_validators=self._form_validator)
             except CommitFailed as exc:
                 return _reject(self.sink, exc.code, exc.message, getattr(exc, "details", None))
             player_input = self._player_input(env, actions, payload.get("inputMessageId"))
@@ -249,6 +250,11 @@ class _Runner:
             turn = cont
         return self._completed(committed=outcome.committed, turn_id=turn.turn_id, origin=turn.origin,
                                abort_reason=outcome.abort_reason, error=outcome.error, failed=outcome.failed_runtime_ids)
+
+    def _form_validator(self, plugin_id: str, name: str):
+        record = self.plugin_registry.get(plugin_id)
+        registration = record.registrations.form_validators.get(name) if record and record.is_loaded else None
+        return registration.target if registration else None
 
     def _player_input(self, env: ExecutionEnv, actions: list[dict[str, Any]], input_message_id: str | None) -> PlayerInput | None:
         snapshot = env.snapshot

@@ -1,0 +1,211 @@
+"""Benchmark: turn overhead — time from POST /api/actions to the stream's execution.completed with the
+offline scripted provider (no model latency), and SQL queries per turn, for both shapes.
+
+Shapes:
+  embedded  SQLite (covel.settings.test), in-process worker threads, local event bus.
+  hosted    PostgreSQL + Redis (covel.settings.test_hosted), a real ``celery -A covel worker``
+            subprocess on a private queue, Redis bus; needs the servers of `make test-hosted`.
+
+Run: .venv/bin/python tests/bench/turn_overhead.py [--shape embedded|hosted|both] [--turns 40]
+Prints, per shape: median and p95 in milliseconds, and the median number of SQL queries one turn
+runs (web request + relay + worker; counted in-process, so on the hosted shape with the in-process
+worker against PostgreSQL). Targets (issue 6): median < 40 ms embedded, < 80 ms hosted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+SHAPES = {"embedded": "covel.settings.test", "hosted": "covel.settings.test_hosted"}
+TARGET_MS = {"embedded": 40, "hosted": 80}
+WARMUP_TURNS = 3
+
+
+class _QueryCounter:
+    """Counts SQL statements on every connection of this process (all threads)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, execute, sql, params, many, context):
+        with self._lock:
+            self.count += 1
+        return execute(sql, params, many, context)
+
+    def install(self) -> None:
+        from django.db import connections
+        from django.db.backends.signals import connection_created
+
+        def attach(sender, connection, **kwargs):
+            if self not in connection.execute_wrappers:
+                connection.execute_wrappers.append(self)
+
+        connection_created.connect(attach, weak=False)
+        for conn in connections.all():
+            if self not in conn.execute_wrappers:
+                conn.execute_wrappers.append(self)
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def _session():
+    from sessions.models import Character, Session
+
+    session = Session.objects.create(
+        id=f"bench-{uuid.uuid4().hex[:8]}", world_id="bench-world", incarnation=uuid.uuid4().hex,
+        event_epoch=uuid.uuid4().hex[:8], phase="playing", active_plugins=["narrator"],
+        seats=[{"id": "main", "controller": "human", "role": "player", "characters": "auto"}],
+    )
+    Character.objects.create(session=session, character_id="hero", name="Hero", type="player")
+    return session
+
+
+def _turn(client, session_id: str, n: int) -> tuple[float, dict]:
+    import warnings
+
+    body = {"requestId": f"bench-{uuid.uuid4().hex[:10]}", "type": "submit_actions", "sessionId": session_id,
+            "payload": {"actions": [{"kind": "say", "text": f"I look around ({n})."}]}}
+    started = time.perf_counter()
+    response = client.post("/api/actions", data=json.dumps(body), content_type="application/json")
+    last = b""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="StreamingHttpResponse must consume")
+        for chunk in response:
+            if chunk.startswith(b"data:"):
+                last = chunk
+    elapsed_ms = (time.perf_counter() - started) * 1000
+    frame = json.loads(last[len(b"data:"):])
+    if frame["type"] != "execution.completed" or frame["payload"].get("committed") is not True:
+        raise SystemExit(f"turn {n} did not commit: {frame}")
+    return elapsed_ms, frame
+
+
+def _worker(settings, queue: str):
+    db = settings.DATABASES["default"]
+    url = f"postgres://{db.get('USER') or ''}{':' + db['PASSWORD'] if db.get('PASSWORD') else ''}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "covel.settings.hosted", "DATABASE_URL": url,
+           "REDIS_URL": settings.REDIS_URL, "COVEL_HOME": str(settings.COVEL_HOME), "COVEL_INPROCESS_WORKER": "0",
+           "COVEL_JSON_LOGS": "0"}
+    return subprocess.Popen(
+        [str(Path(sys.executable).parent / "celery"), "-A", "covel", "worker", "-Q", queue, "--concurrency", "1",
+         "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "WARNING"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+
+
+def run_shape(shape: str, turns: int) -> None:
+    os.environ["DJANGO_SETTINGS_MODULE"] = SHAPES[shape]
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    class _NoMigrations(dict):
+        def __contains__(self, item):
+            return True
+
+        def __getitem__(self, item):
+            return None
+
+    settings.MIGRATION_MODULES = _NoMigrations()
+    import logging
+
+    logging.disable(logging.INFO)
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import setup_test_environment
+
+    from covel import inprocess
+
+    setup_test_environment()
+    connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+    worker = None
+    try:
+        client = Client()
+        counter = _QueryCounter()
+        counter.install()
+        # Queries per turn: everything in this process (request, relay, in-process worker).
+        settings.COVEL_INPROCESS_WORKER = True
+        session = _session()
+        for n in range(WARMUP_TURNS):
+            _turn(client, session.id, n)
+        inprocess.wait_idle()
+        query_counts = []
+        times_ms = []
+        for n in range(turns):
+            before = counter.count
+            elapsed, _frame = _turn(client, session.id, n)
+            inprocess.wait_idle()
+            query_counts.append(counter.count - before)
+            if shape == "embedded":
+                times_ms.append(elapsed)
+        if shape == "hosted":
+            # Timing: a real Celery worker process on a private queue.
+            from covel.celery import app
+
+            queue = f"turns-bench-{uuid.uuid4().hex[:8]}"
+            app.conf.task_routes = {**app.conf.task_routes, "turns.*": {"queue": queue}}
+            app.amqp.flush_routes()
+            app.amqp.router = app.amqp.Router()
+            settings.COVEL_INPROCESS_WORKER = False
+            worker = _worker(settings, queue)
+            session = _session()
+            for n in range(WARMUP_TURNS):
+                _turn(client, session.id, n)
+            for n in range(turns):
+                elapsed, _frame = _turn(client, session.id, n)
+                times_ms.append(elapsed)
+        median = statistics.median(times_ms)
+        print(
+            f"{shape:9s} turns={turns} median={median:.1f}ms p95={_percentile(times_ms, 0.95):.1f}ms "
+            f"queries/turn={statistics.median(query_counts):.0f} (target median < {TARGET_MS[shape]} ms: "
+            f"{'met' if median < TARGET_MS[shape] else 'NOT met'})"
+        )
+    finally:
+        if worker is not None:
+            worker.send_signal(signal.SIGTERM)
+            try:
+                worker.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(worker.pid, signal.SIGKILL)
+        from django.db import connections
+
+        from turns.locks import lock_connections_close
+
+        lock_connections_close()
+        connections.close_all()
+        connection.creation.destroy_test_db(settings.DATABASES["default"]["NAME"], verbosity=0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", choices=["embedded", "hosted", "both"], default="both")
+    parser.add_argument("--turns", type=int, default=40)
+    args = parser.parse_args()
+    if args.shape == "both":
+        for shape in ("embedded", "hosted"):
+            # One Django setup per process: each shape runs in its own interpreter.
+            subprocess.run([sys.executable, __file__, "--shape", shape, "--turns", str(args.turns)], check=True)
+        return
+    run_shape(args.shape, args.turns)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""The openai provider over real HTTP against a small local fake OpenAI-compatible server."""
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from turns.engine.providers.base import ModelError, ModelRequest, ModelResponse, TextDelta
+from turns.engine.providers.config import ModelRouter, model_config_parse
+from turns.engine.providers.openai_chat import OpenAIChatClient
+
+
+class FakeOpenAI(BaseHTTPRequestHandler):
+    script: list = []
+    requests: list = []
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        FakeOpenAI.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
+        mode, frames = FakeOpenAI.script.pop(0)
+        if mode == "error":
+            self.send_response(429)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(json.dumps({"error": {"message": "rate limited"}}).encode())
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        for frame in frames:
+            if frame == "sleep":
+                time.sleep(1.0)
+                continue
+            self.wfile.write(f"data: {json.dumps(frame)}\n\n".encode())
+            self.wfile.flush()
+        self.wfile.write(b"data: [DONE]\n\n")
+
+
+@pytest.fixture
+def server():
+    FakeOpenAI.script, FakeOpenAI.requests = [], []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), FakeOpenAI)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    httpd.shutdown()
+
+
+def chunk(**delta):
+    return {"model": "fake-1", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+
+
+def test_streams_text_deltas_and_usage(server):
+    FakeOpenAI.script.append(("ok", [chunk(content="Hel"), chunk(content="lo"),
+                                     {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+                                     {"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 2}}]))
+    client = OpenAIChatClient(base_url=server)
+    items = list(client.stream(ModelRequest(messages=[{"role": "user", "content": "hi"}], model="fake-1", api_key="sk-test")))
+    assert [i.text for i in items if isinstance(i, TextDelta)] == ["Hel", "lo"]
+    final = items[-1]
+    assert isinstance(final, ModelResponse) and final.text == "Hello" and final.finish_reason == "stop"
+    assert (final.usage.input_tokens, final.usage.output_tokens) == (7, 2)
+    sent = FakeOpenAI.requests[0]
+    assert sent["path"] == "/v1/chat/completions" and sent["auth"] == "Bearer sk-test" and sent["body"]["stream"] is True
+
+
+def test_assembles_streamed_tool_calls(server):
+    FakeOpenAI.script.append(("ok", [
+        chunk(tool_calls=[{"index": 0, "id": "call_1", "function": {"name": "get-character", "arguments": "{\"na"}}]),
+        chunk(tool_calls=[{"index": 0, "function": {"arguments": "me\":\"Mara\"}"}}]),
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+    ]))
+    client = OpenAIChatClient(base_url=server)
+    tools = [{"name": "get-character", "description": "d", "parameters": {"type": "object"}}]
+    final = list(client.stream(ModelRequest(messages=[{"role": "user", "content": "x"}], tools=tools, tool_choice={"name": "get-character"})))[-1]
+    assert [(c.id, c.name, c.arguments) for c in final.tool_calls] == [("call_1", "get-character", "{\"name\":\"Mara\"}")]
+    assert final.finish_reason == "tool_calls"
+    body = FakeOpenAI.requests[0]["body"]
+    assert body["tools"][0] == {"type": "function", "function": tools[0]}
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "get-character"}}
+
+
+def test_http_error_is_a_provider_error(server):
+    FakeOpenAI.script.append(("error", []))
+    with pytest.raises(ModelError) as caught:
+        list(OpenAIChatClient(base_url=server).stream(ModelRequest(messages=[{"role": "user", "content": "x"}])))
+    assert caught.value.code == "provider_error" and caught.value.status == 429 and "rate limited" in caught.value.message
+
+
+def test_idle_timeout_is_not_retried_even_with_a_fallback_slot(server):
+    # given a story slot on the fake server with a 300 ms idle timeout and a scripted fallback
+    FakeOpenAI.script.append(("ok", [chunk(content="A"), "sleep", chunk(content="B")]))
+    config = model_config_parse(f"""
+[covel.story]
+provider = "openai"
+model = "fake-1"
+baseUrl = "{server}"
+idleTimeoutMs = 300
+fallback = "backup"
+
+[covel.backup]
+provider = "scripted"
+""")
+    router = ModelRouter(config, provider_keys={"openai": "sk-x"})
+    # when the stream stalls after the first delta
+    with pytest.raises(ModelError) as caught:
+        list(router.stream(config.slot("story"), "fake-1", ModelRequest(messages=[{"role": "user", "content": "x"}])))
+    # then the call fails with idle_timeout and nothing else is called
+    assert caught.value.code == "idle_timeout"
+    assert len(FakeOpenAI.requests) == 1
+
+
+def test_fallback_slot_answers_when_primary_fails_before_streaming(server):
+    FakeOpenAI.script.append(("error", []))
+    config = model_config_parse(f"""
+[covel.story]
+provider = "openai"
+model = "fake-1"
+baseUrl = "{server}"
+fallback = "backup"
+
+[covel.backup]
+provider = "scripted"
+""")
+    router = ModelRouter(config)
+    request = ModelRequest(messages=[{"role": "user", "content": "x"}], context={"is_story": True, "locale": "en-US", "player_message": "Hi"})
+    final = list(router.stream(config.slot("story"), "fake-1", request))[-1]
+    assert "Hi" in final.text and request.slot == "backup"
