@@ -31,7 +31,6 @@ from turns.engine.runtime import (
     ORIGIN_PLAYER,
     STATUS_FAILED,
     STATUS_SUCCESS,
-    RuntimeResult,
     TurnInfo,
 )
 from turns.engine.schedule import turn_runtimes_run
