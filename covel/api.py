@@ -72,10 +72,12 @@ def _mount_routers() -> None:
     from turns.api_records import router as records_router
     from turns.api_events import router as events_router
     from turns.api_setup import router as setup_router
+    from covel.config_endpoints import router as config_router
+    from sessions.api_snapshots import router as snapshots_router
 
     for router in (
         worlds_router, sessions_router, turns_router, records_router, events_router, setup_router,
-        plugins_router, plugin_data_router, jobs_router, media_router,
+        plugins_router, plugin_data_router, jobs_router, media_router, config_router, snapshots_router,
     ):
         api.add_router("/", router)
 

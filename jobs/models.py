@@ -25,3 +25,34 @@ class RuntimeJob(models.Model):
     error = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+
+class ServerSetting(models.Model):
+    """A saved server setting (spec 004 "Server settings", PUT /api/config/server-settings).
+    ``key`` is a registry key such as ``diagnostics.traceRetention``; a deleted value has no row."""
+
+    key = models.CharField(primary_key=True, max_length=128)
+    value = models.JSONField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+
+class WorldGeneration(models.Model):
+    """One POST /api/ai/generate-world run, executed by the ``worldgen.generate_world`` task.
+
+    ``status``: queued → running → done | failed. ``request``: the validated request body (camelCase).
+    ``frames``: the SSE frames written so far, in order (``progress`` …, then one ``done`` or
+    ``error``); the web side relays them. Only jobs/worldgen.py writes this table.
+    """
+
+    STATUS_QUEUED = "queued"
+    STATUS_RUNNING = "running"
+    STATUS_DONE = "done"
+    STATUS_FAILED = "failed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    status = models.CharField(max_length=16, default=STATUS_QUEUED, db_index=True)
+    request = models.JSONField(default=dict)
+    frames = models.JSONField(default=list)
+    world_id = models.CharField(max_length=128, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)

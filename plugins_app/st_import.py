@@ -678,7 +678,7 @@ def st_convert(files: list[tuple[str, bytes]], *, locale: str, name: str | None 
         author=", ".join(creators)[:200] if creators else None, characters=characters, lorebook=lorebook,
         cover=cover, sources=sources, items=items,
     )
-    conversion.lore = _world_md(conversion, cards, books)
+    conversion.lore = _world_md(conversion, books)
     conversion.lorebook_yaml = yaml.safe_dump(lorebook, allow_unicode=True, sort_keys=False, width=1000).encode("utf-8")
     if len(conversion.lorebook_yaml) > MAX_LOREBOOK_YAML_BYTES:
         raise StImportError(413, "lorebook-too-large", "the generated lorebook exceeds 2 MiB")
@@ -701,12 +701,12 @@ def _lore_record(index: int, entry: LoreEntry) -> dict[str, Any]:
     return record
 
 
-def _world_md(conversion: StConversion, cards: list[Card], books: list[WorldInfo]) -> str:
+def _world_md(conversion: StConversion, books: list[WorldInfo]) -> str:
     labels = _LABELS["zh" if conversion.locale.split("-", 1)[0] == "zh" else "en"]
     lines = [f"# {conversion.name}", "", conversion.summary, ""]
     if conversion.characters:
         lines += [f"## {labels['characters']}", ""]
-        for card, record in zip(cards, conversion.characters):
+        for record in conversion.characters:
             lines += [f"### {record['name']}", ""]
             if record["description"]:
                 lines += [record["description"], ""]

@@ -191,8 +191,21 @@ class Snapshot(models.Model):
     """A saved copy of a session's state (``data``), restorable or forkable."""
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="snapshots")
+    KIND_AUTO = "auto"
+    KIND_MANUAL = "manual"
+    KIND_FORK = "fork"
+
     snapshot_id = models.CharField(max_length=160, unique=True)
     label = models.CharField(max_length=256, blank=True, default="")
     completed_player_turns = models.IntegerField(default=0)
     data = models.JSONField(default=dict)
+    # kind: auto | manual | fork; parent_snapshot_id: the source snapshot of a fork (spec 004 §Snapshot / Fork).
+    kind = models.CharField(max_length=16, default=KIND_MANUAL)
+    turn_id = models.CharField(max_length=64, blank=True, default="")
+    parent_snapshot_id = models.CharField(max_length=160, blank=True, default="")
+    # UTF-8 size of ``data`` as stored, so the list never loads payloads.
+    payload_size_bytes = models.IntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["session", "created_at", "id"])]

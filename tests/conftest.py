@@ -14,6 +14,7 @@ HOW_TO_START = (
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "hosted_only: runs only in the hosted (PostgreSQL + Redis) half of make test")
     if getattr(settings, "STORE_BACKEND", None) != "pg":
         return
     import psycopg
@@ -47,3 +48,15 @@ def _session_lock_connections_closed(django_db_setup, django_db_blocker):
     from turns.locks import lock_connections_close
 
     lock_connections_close()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Leave ``hosted_only`` tests out of the SQLite half (they run in the hosted half, never skipped there)."""
+    if getattr(settings, "STORE_BACKEND", None) == "pg":
+        return
+    kept, dropped = [], []
+    for item in items:
+        (dropped if item.get_closest_marker("hosted_only") else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept

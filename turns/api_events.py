@@ -30,6 +30,10 @@ async def stream_events(request):
     400 ``sessionId required`` / ``Invalid topics: …``; 404 session_not_found; 401 per tier;
     429 connection_limit_exceeded / global_connection_limit_exceeded.
     """
+    if request.resolver_match is not None:
+        # The list of URL patterns tried before this one (~6 KB with every router mounted) lives as
+        # long as the request, i.e. the whole stream; only 404 debug pages read it.
+        request.resolver_match.tried = None
     try:
         event_stream.rate_limiter.hit(_client_address(request))
     except event_stream.RateLimitExceeded as exc:

@@ -54,7 +54,7 @@ logger = logging.getLogger("covel.events.stream")
 STREAM_PATH = "/api/events/stream"
 _BUFFER_MAX = 1024
 _PAGE = 500
-_DB_THREADS = 4
+_DB_THREADS = 2
 
 # Reasons carried in system.reset payloads.
 RESET_INVALID_CURSOR = "invalid_cursor"

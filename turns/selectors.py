@@ -4,29 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
-
 from turns.models import Execution, ExecutionFrame
-
-# The six framework kinds, in catalogue order (spec 004 §行动类型目录, §submit_actions 基础类型).
-# roles: which seat roles may submit them — players speak and act as characters; the host
-# narrates, directs and advances; both run slash commands; spectators submit nothing.
-BASE_ACTION_KINDS: tuple[dict[str, Any], ...] = (
-    {"kind": "say", "source": "framework", "roles": ["player"], "text": "required", "actor": True,
-     "display": {"label": {"zh": "说", "en": "Say"}}},
-    {"kind": "act", "source": "framework", "roles": ["player"], "text": "required", "actor": True,
-     "display": {"label": {"zh": "行动", "en": "Act"}}},
-    {"kind": "narrate", "source": "framework", "roles": ["host"], "text": "required", "actor": False,
-     "display": {"label": {"zh": "旁白", "en": "Narrate"}}},
-    {"kind": "direct", "source": "framework", "roles": ["host"], "text": "required", "actor": False,
-     "display": {"label": {"zh": "导演", "en": "Direct"}}},
-    {"kind": "advance", "source": "framework", "roles": ["host"], "text": "none", "actor": False,
-     "display": {"label": {"zh": "推进", "en": "Advance"}}},
-    {"kind": "command", "source": "framework", "roles": ["player", "host"], "text": "required", "actor": False,
-     "display": {"label": {"zh": "命令", "en": "Command"}}},
-)
-BASE_KIND_NAMES = frozenset(k["kind"] for k in BASE_ACTION_KINDS)
-DEFAULT_PLUGIN_KIND_ROLES = ["player"]
 
 
 @dataclass
@@ -47,69 +25,15 @@ class ActionKindCatalogue:
         return {"kinds": self.kinds, "seats": self.seats}
 
 
-def _plugin_registry():
-    try:
-        from sessions.catalog import plugin_registry
-    except ImportError:  # the sessions helper is not there: the same registry, built directly
-        from plugins_app.registry import registry_get
-
-        return registry_get(covel_home=settings.COVEL_HOME)
-    return plugin_registry()
-
-
 def action_kinds_catalogue(session) -> ActionKindCatalogue:
-    """The session's action-kind catalogue (spec 004 §行动类型目录).
+    """The session's action-kind catalogue — the same one GET /api/sessions/:id/action-kinds
+    serves (``sessions.selectors.action_kinds``), so validation and the input box never disagree
+    (spec 004 §行动类型目录: 服务端校验行动时用的也是同一份目录)."""
+    from sessions.catalog import plugin_registry
+    from sessions.selectors import action_kinds
 
-    kinds: the six base kinds, then the ``contributes.actionKinds`` of the session's runnable
-    active plugins in plugin order, each as ``<pluginId>/<name>`` with text/actor/display/
-    fieldsSchema. seats: every seat with ``allowed`` = the kinds whose roles contain the seat's
-    role; a seat not controlled by a human gets an empty list.
-    """
-    kinds = [dict(k, roles=list(k["roles"])) for k in BASE_ACTION_KINDS]
-    registry = _plugin_registry()
-    for plugin_id in _active_plugin_ids(session):
-        record = registry.get(plugin_id)
-        if record is None or record.host_state == "error":
-            continue
-        for declared in record.manifest.contributes.action_kinds:
-            name = declared.get("name")
-            if not isinstance(name, str) or not name:
-                continue
-            entry: dict[str, Any] = {
-                "kind": f"{plugin_id}/{name}",
-                "source": "plugin",
-                "pluginId": plugin_id,
-                "roles": list(declared.get("roles") or DEFAULT_PLUGIN_KIND_ROLES),
-                "text": declared.get("text") or "optional",
-                "actor": bool(declared.get("actor", True)),
-                "display": dict(declared.get("display") or {"label": {"en": name}}),
-            }
-            if isinstance(declared.get("fieldsSchema"), dict):
-                entry["fieldsSchema"] = declared["fieldsSchema"]
-            kinds.append(entry)
-    seats = []
-    for seat in session.seats or []:
-        if not isinstance(seat, dict):
-            continue
-        role = seat.get("role", "player")
-        is_human = seat.get("controller", "human") == "human"
-        seats.append({
-            "seatId": seat.get("id", ""),
-            "role": role,
-            "controller": seat.get("controller", "human"),
-            "allowed": [k["kind"] for k in kinds if is_human and role in k["roles"]],
-        })
-    return ActionKindCatalogue(kinds=kinds, seats=seats)
-
-
-def _active_plugin_ids(session) -> list[str]:
-    ids = []
-    for item in session.active_plugins or []:
-        if isinstance(item, str):
-            ids.append(item)
-        elif isinstance(item, dict) and isinstance(item.get("id") or item.get("pluginId"), str):
-            ids.append(item.get("id") or item.get("pluginId"))
-    return ids
+    wire = action_kinds(session, plugin_registry())
+    return ActionKindCatalogue(kinds=wire["kinds"], seats=wire["seats"])
 
 
 def seat_find(session, seat_id: str | None) -> dict[str, Any] | None:
@@ -121,15 +45,10 @@ def seat_find(session, seat_id: str | None) -> dict[str, Any] | None:
 
 
 def seat_character_ids(session, seat: dict[str, Any]) -> list[str]:
-    """Character ids bound to ``seat``: ``characters: "auto"`` binds every ``type: player`` character."""
-    from sessions.models import Character
+    """Character ids bound to ``seat`` (``characters: "auto"`` binds every ``type: player`` one)."""
+    from sessions.selectors import seat_bound_character_ids
 
-    bound = seat.get("characters", [])
-    if bound == "auto":
-        return list(
-            Character.objects.filter(session_id=session.pk, type="player").order_by("id").values_list("character_id", flat=True)
-        )
-    return [c for c in bound if isinstance(c, str)] if isinstance(bound, list) else []
+    return seat_bound_character_ids(session, seat)
 
 
 def seat_current_character_id(session, seat: dict[str, Any]) -> str | None:

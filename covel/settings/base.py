@@ -119,6 +119,10 @@ STATIC_URL = "/static/"
 STATIC_ROOT = COVEL_HOME / "static"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 MEDIA_ROOT = COVEL_HOME / "media"
+# Media (spec 004 §媒体管理): POST /api/media/cleanup is off unless enabled; download tokens are
+# HMAC-signed with COVEL_MEDIA_TOKEN_SECRET (SECRET_KEY when unset).
+COVEL_MEDIA_CLEANUP_ENABLED = env_bool("COVEL_MEDIA_CLEANUP_ENABLED", False)
+COVEL_MEDIA_TOKEN_SECRET = env_str("COVEL_MEDIA_TOKEN_SECRET")
 
 # Filled in by the shapes.
 STORE_BACKEND = "sqlite"
@@ -141,6 +145,8 @@ CELERY_TASK_DEFAULT_QUEUE = "jobs"
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_ON_FAILURE_OR_TIMEOUT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Beat: executions whose worker died (no heartbeat, session lock free) become interrupted.
+CELERY_BEAT_SCHEDULE = {"turns-reap-executions": {"task": "turns.reap_executions", "schedule": 30.0}}
 
 # Session lock (spec 004 §多进程部署的会话锁): wait bound before 503 session_busy.
 COVEL_SESSION_LOCK_TIMEOUT_SECONDS = env_int("COVEL_SESSION_LOCK_TIMEOUT_SECONDS", 30, minimum=0)
@@ -172,3 +178,9 @@ NINJA_PAGINATION_PER_PAGE = 50
 # `{kind: "path"}` validation may read from (comma-separated).
 COVEL_INSTALL_API_ENABLED = env_bool("COVEL_INSTALL_API_ENABLED", True)
 COVEL_PACKAGE_ROOTS = env_list("COVEL_PACKAGE_ROOTS")
+
+# Server settings fixed by the operator (spec 004 "Server settings"): when set, they win over the
+# value saved through PUT /api/config/server-settings. Trace retention in days (0 keeps all);
+# trusted sources: comma-separated GitHub owners or owner/repo.
+COVEL_TRACE_RETENTION_DAYS = env_int("COVEL_TRACE_RETENTION_DAYS", None, minimum=0)  # type: ignore[arg-type]
+COVEL_TRUSTED_SOURCES = env_str("COVEL_TRUSTED_SOURCES")

@@ -6,6 +6,7 @@ killed or the database/Redis db was left behind.
 """
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -17,7 +18,15 @@ E2E_ENABLED = os.environ.get("COVEL_E2E") == "1"
 if not E2E_ENABLED:
     collect_ignore_glob = ["test_*.py"]
 
-FIXTURE_WORLDS = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "upstream" / "worlds"
+#: The upstream fixture worlds (``../shared/fixtures/upstream/worlds`` next to the checkout).
+FIXTURE_WORLDS = Path(
+    os.environ.get("COVEL_E2E_UPSTREAM_WORLDS")
+    or Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "upstream" / "worlds"
+)
+# One line per request would drown the assertion messages, which already carry the exchange.
+logging.getLogger("httpx").setLevel(logging.WARNING)
+logging.getLogger("httpcore").setLevel(logging.WARNING)
+
 #: Figures the scenarios report; printed at the end of the run (pytest_terminal_summary).
 REPORT: list[str] = []
 
@@ -30,13 +39,25 @@ def pytest_terminal_summary(terminalreporter):
 
 
 @pytest.fixture(scope="session")
-def cluster():
+def stalling_model():
+    """The model endpoint of the ``stall`` slot (tests/e2e/fakes.py)."""
+    from tests.e2e.fakes import StallingModelServer
+
+    server = StallingModelServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def cluster(stalling_model):
     """The running cluster: ``cluster.base_urls`` (two daphne), ``cluster.db()``, ``cluster.workers``."""
     from tests.e2e.cluster import cluster_new, run_dir_remove
+    from tests.e2e.fakes import llm_toml_text
 
     started = cluster_new()
     # User-installed world (scenario 2): copied the way an operator installs a world package.
     shutil.copytree(FIXTURE_WORLDS / "emberback", started.covel_home / "worlds" / "emberback")
+    (started.covel_home / "llm.toml").write_text(llm_toml_text(stalling_model.base_url), encoding="utf-8")
     started.start()
     try:
         yield started

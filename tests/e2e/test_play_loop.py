@@ -13,6 +13,16 @@ SAYS = (
 )
 
 
+def narration(result, turn_id: str) -> str:
+    """The turn's story prose: the streamed ``narrative.delta`` texts, which must add up to the
+    ``narrative.completed`` text of the same turn."""
+    deltas = "".join(f["payload"]["text"] for f in result.of_type("narrative.delta") if f["turnId"] == turn_id)
+    completed = [f["payload"]["text"] for f in result.of_type("narrative.completed") if f["turnId"] == turn_id]
+    assert len(completed) == 1, result.describe()
+    assert deltas == completed[0], f"streamed {deltas!r} but completed {completed[0]!r}"
+    return completed[0]
+
+
 def _cursor_seq(event_id: str) -> int:
     return int(event_id.rsplit(":", 1)[1])
 
@@ -41,9 +51,7 @@ def test_play_loop_on_web1_is_seen_by_a_subscriber_on_web2(cluster, web1):
         setup_turn, opening_turn = opening.turn_ids
         assert opening.completed["turnId"] == opening_turn
         assert opening.completed["payload"].get("origin") == "continuation", opening.describe()
-        opening_prose = "".join(f["payload"].get("delta", "") for f in opening.of_type("narrative.delta")
-                                if f["turnId"] == opening_turn)
-        assert opening_prose.strip(), opening.describe()
+        assert narration(opening, opening_turn).strip(), opening.describe()
         session = played.api.json("GET", f"/api/sessions/{played.id}")
         assert (session["phase"], session["completedPlayerTurns"]) == ("playing", 0)
 
@@ -54,7 +62,7 @@ def test_play_loop_on_web1_is_seen_by_a_subscriber_on_web2(cluster, web1):
             turns.append(result)
             # then each commits once, streams narration and advances the player-turn count by one
             assert len(result.turn_ids) == 1, result.describe()
-            assert result.of_type("narrative.delta"), result.describe()
+            assert narration(result, result.turn_ids[0]).strip(), result.describe()
             session = played.api.json("GET", f"/api/sessions/{played.id}")
             assert session["completedPlayerTurns"] == number
 

@@ -36,6 +36,9 @@ from turns.engine.prompt import (
     template_fill,
     template_values,
     character_line,
+    dimension_rules_load,
+    dimension_rules_text,
+    DIMENSION_RULES_PLACEHOLDER,
     LORE_BUDGET_CHARS,
     CHARACTERS_BUDGET_CHARS,
     LOREBOOK_BUDGET_CHARS,
@@ -139,9 +142,24 @@ def _output_schema(runtime: RuntimeManifest, env: ExecutionEnv) -> dict[str, Any
             return None
 
 
+def prompt_source(env: ExecutionEnv, runtime: RuntimeManifest) -> str:
+    """The runtime's prompt template: ``prompts/<local id>.<locale>.md`` when present, else the
+    manifest body (turns.engine.prompt.prompt_file_find)."""
+    manifest = env.manifest(runtime.plugin_id)
+    name = runtime.local_id or runtime.plugin_id
+    source = runtime.prompt or (manifest.body if manifest and runtime.id == runtime.plugin_id else "")
+    if manifest is not None:
+        found = prompt_file_find(manifest.root, name, env.snapshot.locale)
+        if found is not None:
+            source = found.read_text(encoding="utf-8")
+    return source
+
+
 def system_prompt_build(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo, *, view: EngineStateView,
-                        inputs: dict[str, Any], offers_done: bool, after_tools: list[str], require: str | None) -> str:
-    """The system prompt (see turns.engine.prompt module docstring)."""
+                        inputs: dict[str, Any], offers_done: bool, after_tools: list[str], require: str | None,
+                        dimension_rules: dict[str, str] | None = None) -> str:
+    """The system prompt (see turns.engine.prompt module docstring). ``dimension_rules``
+    (dimension id → updateRule) fills ``{{ world.dimensionRules }}`` when the template has it."""
     snapshot = env.snapshot
     zh = snapshot.locale.lower().startswith("zh")
     is_story = is_story_runtime(runtime)
@@ -150,13 +168,9 @@ def system_prompt_build(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnI
     matches = lorebook_matches(snapshot, view.lorebook_entries(), scan)
     values = template_values(snapshot=snapshot, characters=characters, lore_matches=matches, inputs=inputs,
                              user_settings=env.user_settings.get(runtime.plugin_id, {}), character_schema=view.character_schema())
-    manifest = env.manifest(runtime.plugin_id)
-    name = runtime.local_id or runtime.plugin_id
-    source = runtime.prompt or (manifest.body if manifest and runtime.id == runtime.plugin_id else "")
-    if manifest is not None:
-        found = prompt_file_find(manifest.root, name, snapshot.locale)
-        if found is not None:
-            source = found.read_text(encoding="utf-8")
+    source = prompt_source(env, runtime)
+    if DIMENSION_RULES_PLACEHOLDER in source:
+        values["world"]["dimensionRules"] = dimension_rules_text(view.world_dimensions(), dimension_rules or {}, zh=zh)
     text, used = template_fill(source, values)
     sections = [text.strip()] if text.strip() else []
     pruned = 0
@@ -313,8 +327,16 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
     for warning in warnings:
         emit(T.TOOL_FAILED, {"warning": warning})
     definitions = [_tool_definition(env, n, runtime.plugin_id, runtime_tools) for n in listed]
+    # Rules are private to the dimension provider: read (one query) only for a runtime whose
+    # prompt places {{ world.dimensionRules }} (world-init/dimension-tracker).
+    rules = dimension_rules_load(env.snapshot.session_id) if DIMENSION_RULES_PLACEHOLDER in prompt_source(env, runtime) else None
     system = system_prompt_build(env, runtime, turn, view=view, inputs=inputs, offers_done=offers_done,
-                                 after_tools=after_tools, require=require)
+                                 after_tools=after_tools, require=require, dimension_rules=rules)
+    scripted_dimensions = [
+        {"id": d.id, "name": d.name, "value": d.value, "version": d.version, "schema": d.schema,
+         **({"updateRule": rules[d.id]} if rules and rules.get(d.id) else {})}
+        for d in view.world_dimensions()
+    ]
     history, history_pruned = history_messages(env.snapshot, max_turns=agent.history_max_turns) if is_story else ([], False)
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}, *history,
                                       {"role": "user", "content": user_message_build(env, turn, is_story=is_story, upstream_texts=upstream_texts)}]
@@ -355,6 +377,7 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
                 "world": {"name": env.snapshot.world.name, "summary": env.snapshot.world.summary, "lore": env.snapshot.world.lore},
                 "characters": [c.snapshot() for c in view.characters()],
                 "character_schema": view.character_schema(),
+                "dimensions": copy.deepcopy(scripted_dimensions),
                 "pending_interactions": copy.deepcopy(env.snapshot.pending_interactions),
             },
         )

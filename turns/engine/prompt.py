@@ -143,6 +143,53 @@ def template_values(
     }
 
 
+#: The placeholder of the dimension-tracker prompt (turns/engine/README.md, "Prompt templates").
+DIMENSION_RULES_PLACEHOLDER = "world.dimensionRules"
+#: A rule or schema longer than this (characters; schema as compact JSON) is not inlined: the
+#: block lists the dimension as truncated and the model reads it with dimension-rule-get.
+DIMENSION_RULE_INLINE_CHARS = 2000
+
+
+def dimension_rules_load(session_id: str) -> dict[str, str]:
+    """``{dimensionId: updateRule}`` of the session's dimensions that declare a non-empty rule
+    (from the stored definitions; WorldDimension never carries rules). One query."""
+    from sessions.models import DimensionValue
+
+    out: dict[str, str] = {}
+    for dimension_id, definition in DimensionValue.objects.filter(session_id=session_id).order_by("id").values_list("dimension_id", "definition"):
+        rule = (definition or {}).get("updateRule") if isinstance(definition, dict) else None
+        if isinstance(rule, str) and rule.strip():
+            out[dimension_id] = rule.strip()
+    return out
+
+
+def dimension_rules_text(dimensions: list[Any], rules: dict[str, str], *, zh: bool) -> str:
+    """``{{ world.dimensionRules }}``: one block per dimension with an updateRule — id, name,
+    version, rule, schema and the frozen value (JSON). A rule or schema over
+    DIMENSION_RULE_INLINE_CHARS is replaced by a "truncated" note naming dimension-rule-get."""
+    blocks: list[str] = []
+    for d in dimensions:
+        rule = rules.get(d.id)
+        if not rule:
+            continue
+        schema = json.dumps(d.schema or {}, ensure_ascii=False, separators=(",", ":"))
+        value = json.dumps(d.value, ensure_ascii=False, separators=(",", ":"))
+        lines = [f"## {d.id}" + (f" — {d.name}" if d.name else ""), f"version: {d.version}"]
+        if len(rule) > DIMENSION_RULE_INLINE_CHARS:
+            lines.append(("rule: （过长，已截断；用 dimension-rule-get 读 part: rule）" if zh
+                          else "rule: (truncated; read it with dimension-rule-get part: rule)") + f" {rule[:200]}…")
+        else:
+            lines.append(f"rule: {rule}")
+        if len(schema) > DIMENSION_RULE_INLINE_CHARS:
+            lines.append("schema: （过长，已截断；用 dimension-rule-get 读 part: schema）" if zh
+                         else "schema: (truncated; read it with dimension-rule-get part: schema)")
+        else:
+            lines.append(f"schema: {schema}")
+        lines.append(f"value: {value}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
 def completion_text(*, is_story: bool, offers_done: bool, after_tools: list[str], require: str | None, zh: bool) -> str:
     """The [COMPLETION] rule the model reads."""
     if is_story:

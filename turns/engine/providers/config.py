@@ -20,6 +20,7 @@ request ``model`` > ``session.metadata.runtimeModelOverrides[runtimeId]`` > the 
 from __future__ import annotations
 
 import os
+import threading
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -221,3 +222,48 @@ class ModelRouter:
                 current_model = current.model
                 continue
             raise error  # type: ignore[misc]
+
+
+# --------------------------------------------------------------------------------------------
+# The configuration in effect (GET /api/llm-config, POST /api/llm-config/reload; spec 004
+# "Personal configuration API"): loaded once per file path, replaced only by a reload that parses.
+# --------------------------------------------------------------------------------------------
+
+_active_lock = threading.Lock()
+_active: dict[str, tuple[ModelConfig, str | None]] = {}
+
+
+def model_config_path(covel_home: Path | str | None, *, path: Path | str | None = None) -> Path | None:
+    """The llm.toml path the server reads: ``path`` (COVEL_LLM_TOML) or ``COVEL_HOME/llm.toml``."""
+    if path:
+        return Path(path).expanduser().resolve()
+    return (Path(covel_home) / LLM_TOML) if covel_home else None
+
+
+def model_config_active(covel_home: Path | str | None, *, path: Path | str | None = None) -> tuple[ModelConfig, str | None]:
+    """(config in effect, load error or None). The first call reads the file; a file that does not
+    parse gives the all-scripted default plus the error text (spec: 解析失败时回退到默认配置)."""
+    target = model_config_path(covel_home, path=path)
+    key = str(target)
+    with _active_lock:
+        if key not in _active:
+            try:
+                _active[key] = (model_config_load(covel_home, path=target), None)
+            except ModelConfigError as exc:
+                _active[key] = (ModelConfig(), str(exc))
+        return _active[key]
+
+
+def model_config_reload(covel_home: Path | str | None, *, path: Path | str | None = None) -> tuple[bool, ModelConfig, str | None]:
+    """Re-read the file. Returns (ok, config in effect, error). A file that does not parse leaves
+    the current configuration in effect (ok False); a missing file means the all-scripted default."""
+    target = model_config_path(covel_home, path=path)
+    key = str(target)
+    try:
+        config = model_config_load(covel_home, path=target)
+    except ModelConfigError as exc:
+        current, _ = model_config_active(covel_home, path=path)
+        return False, current, str(exc)
+    with _active_lock:
+        _active[key] = (config, None)
+    return True, config, None

@@ -14,6 +14,7 @@ readVersions?: {dimensionId: version}}`; `worldTime` = `{value: {display, unit, 
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import jsonschema
@@ -44,15 +45,26 @@ def cut(text: str, limit: int = CORRECTION_MAX_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
+def fallback_result_id(logical_turn: int | None, narrative_text: Any) -> str:
+    """The settlement key of a narrative bound without a `source`: `turn-<n>-<digest>`, the first
+    10 hex digits of the SHA-256 of the narrative text. The opening continuation and the first
+    player turn share logical turn 1, so the turn number alone would settle one of them twice;
+    the same story (a retried runtime) keeps its key and is never settled twice."""
+    digest = hashlib.sha256(str(narrative_text or "").encode("utf-8")).hexdigest()[:10]
+    return f"turn-{logical_turn}-{digest}"
+
+
 def narrative_source(ctx: CallContext) -> dict[str, Any]:
-    """`{resultId, turnNumber}` of the bound narrative. Raises unavailable when none is bound."""
+    """`{resultId, turnNumber}` of the bound narrative (`source`, else fallback_result_id).
+    Raises unavailable when none is bound."""
     narrative = ctx.inputs.get("narrative")
     if not narrative:
         raise ToolError(UNAVAILABLE, "No narrative is bound to this run; dimensions are settled only after a story turn.")
     source = narrative.get("source") if isinstance(narrative, dict) else None
     if isinstance(source, dict) and source.get("resultId"):
         return {"resultId": str(source["resultId"]), "turnNumber": source.get("turnNumber", ctx.logical_turn)}
-    return {"resultId": f"turn-{ctx.logical_turn}", "turnNumber": ctx.logical_turn}
+    text = narrative.get("value") if isinstance(narrative, dict) else narrative
+    return {"resultId": fallback_result_id(ctx.logical_turn, text), "turnNumber": ctx.logical_turn}
 
 
 def snapshot(ctx: CallContext) -> dict[str, WorldDimension]:

@@ -5,15 +5,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from .common import SETTLEMENTS_NAMESPACE
+from .common import SETTLEMENTS_NAMESPACE, fallback_result_id
 
 
 def guard(ctx) -> dict[str, Any] | None:
+    """`{"skip": reason}` without dimensions or when this narrative's settlement receipt exists
+    (same key as update-dimensions: `source.resultId`, else common.fallback_result_id); None runs
+    the model."""
     if not ctx.world.dimensions:
         return {"skip": "no world dimensions"}
     narrative = ctx.inputs.get("narrative")
     source = narrative.get("source") if isinstance(narrative, dict) else None
-    result_id = source.get("resultId") if isinstance(source, dict) else f"turn-{ctx.logical_turn}"
+    if isinstance(source, dict) and source.get("resultId"):
+        result_id = source["resultId"]
+    else:
+        text = narrative.get("value") if isinstance(narrative, dict) else narrative
+        result_id = fallback_result_id(ctx.logical_turn, text)
     if ctx.plugin_data.get(SETTLEMENTS_NAMESPACE, str(result_id)) is not None:
         return {"skip": "this turn's dimensions are already settled"}
     return None

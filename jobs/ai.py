@@ -1,0 +1,269 @@
+"""Model probes of the AI endpoints (spec 004 AI 生成): POST /api/ai/ping, POST /api/ai/models,
+GET /api/ai/protocols. Slots come from the engine's llm.toml loader and calls go through the
+engine's provider clients (turns.engine.providers); nothing here talks HTTP to a model itself
+except the model-list read of POST /api/ai/models.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from covel.config_services import llm_config_active
+from covel.errors import ApiError
+from turns.engine.providers import config as llm
+from turns.engine.providers.base import ModelError, ModelRequest, ModelResponse, TextDelta
+
+CODE_INVALID_LLM_CONFIGURATION = "invalid_llm_configuration"
+CODE_INVALID_PROVIDER_KEYS = "invalid_provider_keys"
+PING_TARGET_FIELDS = ("presetId", "modelRef", "slot")
+PING_PROMPT = "Reply with the single word: pong"
+PING_MAX_OUTPUT_TOKENS = 8
+DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
+MODELS_TIMEOUT_SECONDS = 15.0
+MODELS_MAX_IDS = 2000
+PROTOCOLS = [{"id": llm.PROTOCOL_OPENAI_CHAT, "label": "OpenAI Chat", "output": "text"}]
+MODELS_FIELDS = ("provider", "baseUrl", "protocol")
+
+
+def _b64_json_object(raw: str, *, code: str, what: str) -> dict[str, Any]:
+    """Decode a header holding base64(JSON object) (raw JSON accepted too). Raises 400 ``code``."""
+    text = raw.strip()
+    if not text.startswith("{"):
+        try:
+            text = base64.b64decode(text, validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            raise ApiError(400, code, f"{what} is not base64 JSON") from None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise ApiError(400, code, f"{what} is not JSON") from None
+    if not isinstance(value, dict):
+        raise ApiError(400, code, f"{what} must be a JSON object")
+    return value
+
+
+def provider_keys_from_request(request) -> dict[str, str]:
+    """The ``X-Provider-Keys`` header: base64(JSON) ``{provider: key}``; memory only, never stored.
+    Raises 400 invalid_provider_keys when malformed."""
+    raw = request.headers.get("X-Provider-Keys", "")
+    if not raw.strip():
+        return {}
+    keys = _b64_json_object(raw, code=CODE_INVALID_PROVIDER_KEYS, what="X-Provider-Keys")
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in keys.items()):
+        raise ApiError(400, CODE_INVALID_PROVIDER_KEYS, "X-Provider-Keys maps provider ids to key strings")
+    return keys
+
+
+def _preset_from(raw: Any, preset_id: str) -> llm.SlotConfig:
+    """A customPresets entry ``{provider, model, baseUrl?, protocol?}`` as a slot named after it."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("provider"), str) or not isinstance(raw.get("model", ""), str):
+        raise ApiError(400, CODE_INVALID_LLM_CONFIGURATION, f"customPresets.{preset_id} needs provider and model strings")
+    provider = raw["provider"]
+    protocol = raw.get("protocol", llm.PROTOCOL_OPENAI_CHAT)
+    if provider not in llm.KNOWN_PROVIDERS or protocol != llm.PROTOCOL_OPENAI_CHAT:
+        raise ApiError(400, CODE_INVALID_LLM_CONFIGURATION, f"customPresets.{preset_id}: unknown provider or protocol")
+    base_url = raw.get("baseUrl")
+    if base_url is not None and not isinstance(base_url, str):
+        raise ApiError(400, CODE_INVALID_LLM_CONFIGURATION, f"customPresets.{preset_id}.baseUrl must be a string")
+    return llm.SlotConfig(name=preset_id, provider=provider, model=raw.get("model", ""), base_url=base_url, protocol=protocol)
+
+
+@dataclass
+class SlotRouting:
+    """The parsed ``X-Slot-Config`` header: ``customPresets`` {id: preset} and ``slotBindings``
+    {slot: {"presetId"} | {"modelRef"}}."""
+
+    custom_presets: dict[str, llm.SlotConfig]
+    slot_bindings: dict[str, dict[str, str]]
+
+
+def slot_routing_from_request(request) -> SlotRouting:
+    """Parse ``X-Slot-Config`` (base64 JSON). Raises 400 invalid_llm_configuration."""
+    raw = request.headers.get("X-Slot-Config", "")
+    if not raw.strip():
+        return SlotRouting({}, {})
+    data = _b64_json_object(raw, code=CODE_INVALID_LLM_CONFIGURATION, what="X-Slot-Config")
+    presets_raw = data.get("customPresets") or {}
+    bindings_raw = data.get("slotBindings") or {}
+    if not isinstance(presets_raw, dict) or not isinstance(bindings_raw, dict):
+        raise ApiError(400, CODE_INVALID_LLM_CONFIGURATION, "customPresets and slotBindings must be objects")
+    presets = {pid: _preset_from(value, pid) for pid, value in presets_raw.items()}
+    bindings: dict[str, dict[str, str]] = {}
+    for slot, binding in bindings_raw.items():
+        if not (isinstance(binding, dict) and len(binding) == 1 and next(iter(binding)) in ("presetId", "modelRef")
+                and isinstance(next(iter(binding.values())), str)):
+            raise ApiError(400, CODE_INVALID_LLM_CONFIGURATION, f"slotBindings.{slot} must be {{presetId}} or {{modelRef}}")
+        bindings[slot] = dict(binding)
+    return SlotRouting(presets, bindings)
+
+
+def _ping_target(body: dict[str, Any]) -> tuple[str | None, str | None]:
+    unknown = [k for k in body if k not in PING_TARGET_FIELDS]
+    if unknown:
+        raise ApiError(400, "invalid_request", f"Unknown field: {unknown[0]}")
+    given = [k for k in PING_TARGET_FIELDS if k in body]
+    if len(given) > 1:
+        raise ApiError(400, "invalid_request", "Give only one of presetId, modelRef, slot")
+    if not given:
+        return None, None
+    value = body[given[0]]
+    if not isinstance(value, str) or not value:
+        raise ApiError(400, "invalid_request", f"{given[0]} must be a non-empty string")
+    return given[0], value
+
+
+def _error_kind(exc: ModelError) -> str:
+    if exc.code == "idle_timeout":
+        return "timeout"
+    if exc.code == "no_key" or exc.status in (401, 403):
+        return "auth"
+    if exc.status == 404:
+        return "not_found"
+    if exc.status == 429:
+        return "rate_limited"
+    if exc.status is not None and exc.status >= 500:
+        return "server"
+    if exc.code == "bad_response":
+        return "protocol"
+    if exc.code == "not_configured":
+        return "config"
+    if exc.status is None and "request failed" in exc.message:
+        return "unreachable"
+    return "unknown"
+
+
+def _resolve(kind: str | None, value: str | None, routing: SlotRouting) -> tuple[llm.SlotConfig | None, str, str | None]:
+    """(slot to test or None, resolvedVia, error when the named target does not exist)."""
+    config, _ = llm_config_active()
+
+    def preset(preset_id: str) -> llm.SlotConfig | None:
+        return config.slot(preset_id) if config.has_slot(preset_id) else None
+
+    if kind == "presetId":
+        slot = preset(value)
+        return slot, "direct", None if slot else f"Unknown preset: {value}"
+    if kind == "modelRef":
+        slot = routing.custom_presets.get(value)
+        return slot, "direct", None if slot else f"Unknown model reference: {value}"
+    name = value or llm.SLOT_STORY
+    binding = routing.slot_bindings.get(name)
+    if binding:
+        ref_kind, ref = next(iter(binding.items()))
+        slot = routing.custom_presets.get(ref) if ref_kind == "modelRef" else preset(ref)
+        return slot, "slot", None if slot else f"Slot {name} is bound to an unknown {ref_kind}: {ref}"
+    if config.has_slot(name):
+        return config.slot(name), "slot", None
+    if kind == "slot":
+        return None, "slot", f"Slot {name} is not configured; add [covel.{name}] to llm.toml"
+    # No target and no default slot: the server may fall back to any configured slot.
+    return next(iter(config.slots.values())), "any", None
+
+
+def ping(request, body: dict[str, Any]) -> dict[str, Any]:
+    """POST /api/ai/ping: test exactly one resolved model with one streamed request (no retry, no
+    fallback). Returns 200 ``{ok, latencyMs, ttfbMs?, text?, testedTarget, error?, errorKind?}``.
+    Raises 400 invalid_request (unknown field, several targets), 400 invalid_llm_configuration
+    (bad X-Slot-Config), 400 invalid_provider_keys; no model request is sent in those cases.
+    """
+    kind, value = _ping_target(body)
+    routing = slot_routing_from_request(request)
+    keys = provider_keys_from_request(request)
+    slot, resolved_via, missing = _resolve(kind, value, routing)
+    started = time.monotonic()
+    if slot is None:
+        return {"ok": False, "latencyMs": 0, "error": missing, "errorKind": "config",
+                "testedTarget": {kind or "slot": value or llm.SLOT_STORY, "resolvedVia": resolved_via}}
+    label = kind if kind in ("presetId", "modelRef") else "slot"
+    tested = {label: value or slot.name, "provider": slot.provider, "model": slot.model, "resolvedVia": resolved_via}
+    router = llm.ModelRouter(llm.ModelConfig(slots={slot.name: slot}), provider_keys=keys)
+    api_key = llm.api_key_for(slot.provider, keys) if slot.provider != llm.PROVIDER_SCRIPTED else None
+    if slot.provider != llm.PROVIDER_SCRIPTED and not api_key and slot.base_url is None:
+        return {"ok": False, "latencyMs": 0, "error": f"no API key for provider {slot.provider!r}", "errorKind": "auth",
+                "testedTarget": tested}
+    model_request = ModelRequest(messages=[{"role": "user", "content": PING_PROMPT}], slot=slot.name, model=slot.model,
+                                 api_key=api_key, max_output_tokens=PING_MAX_OUTPUT_TOKENS,
+                                 context={"is_story": False, "runtime_id": "ping", "locale": "en-US"})
+    ttfb_ms: int | None = None
+    try:
+        for item in router.client_for(slot).stream(model_request):
+            if isinstance(item, TextDelta) and ttfb_ms is None:
+                ttfb_ms = int((time.monotonic() - started) * 1000)
+                break  # the first output is all a probe needs
+            if isinstance(item, ModelResponse):
+                break
+    except ModelError as exc:
+        return {"ok": False, "latencyMs": int((time.monotonic() - started) * 1000), "error": exc.message,
+                "errorKind": _error_kind(exc), "testedTarget": tested}
+    out: dict[str, Any] = {"ok": True, "latencyMs": int((time.monotonic() - started) * 1000),
+                           "text": f"{slot.name} ({slot.provider}/{slot.model or slot.provider})", "testedTarget": tested}
+    if ttfb_ms is not None:
+        out["ttfbMs"] = ttfb_ms
+    return out
+
+
+def protocols_list() -> dict[str, Any]:
+    """GET /api/ai/protocols: the builtin wire protocols (plugins register none on this server)."""
+    return {"protocols": [dict(p) for p in PROTOCOLS]}
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port
+
+
+def models_list(request, body: dict[str, Any]) -> dict[str, Any]:
+    """POST /api/ai/models ``{provider, baseUrl?, protocol?}``: model ids from ``GET {baseUrl}/models``.
+
+    400 on unknown fields / unknown protocol / missing provider. A failed read is 200
+    ``{ok: false, models: [], error, errorKind}``. The server's ``{PROVIDER}_API_KEY`` is sent only
+    to that provider's configured origin; a key in X-Provider-Keys goes to the requested baseUrl.
+    15 s timeout, at most 2000 ids.
+    """
+    unknown = [k for k in body if k not in MODELS_FIELDS]
+    if unknown:
+        raise ApiError(400, "invalid_request", f"Unknown field: {unknown[0]}")
+    provider = body.get("provider")
+    if not isinstance(provider, str) or not provider:
+        raise ApiError(400, "invalid_request", "provider (string) is required")
+    for key in ("baseUrl", "protocol"):
+        if key in body and not isinstance(body[key], str):
+            raise ApiError(400, "invalid_request", f"{key} must be a string")
+    protocol = body.get("protocol") or llm.PROTOCOL_OPENAI_CHAT
+    if protocol not in {p["id"] for p in PROTOCOLS}:
+        raise ApiError(400, "invalid_request", f"Unknown protocol: {protocol}")
+    keys = provider_keys_from_request(request)
+    config, _ = llm_config_active()
+    configured = [s.base_url for s in config.slots.values() if s.provider == provider and s.base_url]
+    trusted = configured[0] if configured else (DEFAULT_OPENAI_BASE_URL if provider == llm.PROVIDER_OPENAI else None)
+    base_url = (body.get("baseUrl") or trusted or "").rstrip("/")
+    out: dict[str, Any] = {"ok": False, "models": [], "baseUrl": base_url or None, "protocol": protocol}
+    if provider == llm.PROVIDER_SCRIPTED:
+        return {**out, "ok": True, "models": [llm.PROVIDER_SCRIPTED]}
+    if not base_url:
+        return {**out, "error": f"no baseUrl known for provider {provider!r}", "errorKind": "config"}
+    key = keys.get(provider)
+    if not key and trusted and _origin(trusted) == _origin(base_url):
+        key = llm.api_key_for(provider, None)
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    try:
+        response = httpx.get(f"{base_url}/models", headers=headers, timeout=MODELS_TIMEOUT_SECONDS)
+    except httpx.TimeoutException:
+        return {**out, "error": "the provider did not answer within 15 s", "errorKind": "timeout"}
+    except httpx.HTTPError as exc:
+        return {**out, "error": f"provider request failed: {type(exc).__name__}", "errorKind": "unreachable"}
+    if response.status_code >= 400:
+        kind = _error_kind(ModelError("provider_error", "", status=response.status_code))
+        return {**out, "error": f"provider returned HTTP {response.status_code}", "errorKind": kind}
+    try:
+        data = response.json()
+        ids = [m["id"] for m in data.get("data", []) if isinstance(m, dict) and isinstance(m.get("id"), str)]
+    except (ValueError, AttributeError):
+        return {**out, "error": "the provider's model list is not JSON", "errorKind": "protocol"}
+    return {**out, "ok": True, "models": ids[:MODELS_MAX_IDS]}
