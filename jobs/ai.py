@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from covel.config_services import llm_config_active
+from covel.config_services import llm_config_active, slots_effective
 from covel.errors import ApiError
 from turns.engine.providers import config as llm
 from turns.engine.providers.base import ModelError, ModelRequest, ModelResponse, TextDelta
@@ -142,9 +142,10 @@ def _error_kind(exc: ModelError) -> str:
 def _resolve(kind: str | None, value: str | None, routing: SlotRouting) -> tuple[llm.SlotConfig | None, str, str | None]:
     """(slot to test or None, resolvedVia, error when the named target does not exist)."""
     config, _ = llm_config_active()
+    slots = {slot.name: slot for slot in slots_effective(config)}
 
     def preset(preset_id: str) -> llm.SlotConfig | None:
-        return config.slot(preset_id) if config.has_slot(preset_id) else None
+        return slots.get(preset_id)
 
     if kind == "presetId":
         slot = preset(value)
@@ -158,12 +159,12 @@ def _resolve(kind: str | None, value: str | None, routing: SlotRouting) -> tuple
         ref_kind, ref = next(iter(binding.items()))
         slot = routing.custom_presets.get(ref) if ref_kind == "modelRef" else preset(ref)
         return slot, "slot", None if slot else f"Slot {name} is bound to an unknown {ref_kind}: {ref}"
-    if config.has_slot(name):
-        return config.slot(name), "slot", None
+    if name in slots:
+        return slots[name], "slot", None
     if kind == "slot":
         return None, "slot", f"Slot {name} is not configured; add [covel.{name}] to llm.toml"
     # No target and no default slot: the server may fall back to any configured slot.
-    return next(iter(config.slots.values())), "any", None
+    return next(iter(slots.values())), "any", None
 
 
 def ping(request, body: dict[str, Any]) -> dict[str, Any]:

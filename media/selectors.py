@@ -15,6 +15,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -87,7 +88,7 @@ def media_inventory() -> dict[str, tuple[int, datetime]]:
         for path in shard.iterdir():
             if MEDIA_ID_RE.match(path.name) and path.name[:2] == shard.name and path.is_file():
                 stat = path.stat()
-                out[path.name] = (stat.st_size, datetime.fromtimestamp(stat.st_mtime, tz=timezone.utc))
+                out[path.name] = (stat.st_size, datetime.fromtimestamp(stat.st_mtime, tz=dt_timezone.utc))
     return out
 
 

@@ -93,13 +93,13 @@ def media_upload(*, session_id: str, data: bytes, declared_type: str) -> MediaAs
     from sessions.errors import SessionDeleting
     from sessions.models import Session
 
+    if not data:
+        raise MediaInvalid(code="empty_body", message="The upload body is empty")
     mime_declared = (declared_type or "").split(";", 1)[0].strip().lower()
     if mime_declared == SVG_MIME:
         raise MediaInvalid(code="unsupported_media_type", message="image/svg+xml is not accepted")
     if not mime_declared.startswith("image/"):
         raise MediaInvalid(code="unsupported_media_type", message="Only image/* uploads are accepted")
-    if not data:
-        raise MediaInvalid(code="empty_body", message="The upload body is empty")
     mime = mime_sniff(data[:64])
     if mime is None:
         raise MediaInvalid(code="invalid_image", message="Bytes are not a PNG, JPEG, GIF, WebP, AVIF or BMP image")

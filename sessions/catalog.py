@@ -25,7 +25,8 @@ class ResolvedWorld:
     """A world as session creation needs it.
 
     metadata: WorldRecord.metadata shape. is_deleting: a delete is in progress (409 world_deleting).
-    contents: locale → {"characters", "lorebook", "lore", "name"} (the default locale always present).
+    contents: locale → {"characters", "lorebook", "lore", "name", "summary"?, "data"?: {sourceId: content}}
+    (the default locale always present).
     """
 
     id: str
@@ -109,7 +110,8 @@ def world_resolve(world_id: str) -> ResolvedWorld | None:
         content = {}
         for tag, loc in package.locales.items():
             content[tag] = {"characters": copy.deepcopy(loc.characters), "lorebook": copy.deepcopy(loc.lorebook),
-                            "lore": loc.lore, "name": loc.name}
+                            "lore": loc.lore, "name": loc.name, "summary": loc.summary,
+                            "data": copy.deepcopy(loc.data)}
         return ResolvedWorld(
             id=package.id, name=package.name, metadata=package.record_metadata(),
             default_locale=package.default_locale, supported_locales=list(package.supported_locales),

@@ -298,12 +298,40 @@ def session_create(
                         extras["ignoredDimensions"] = list(world.dimensions)
                         notices.append({"level": "warning", "code": "dimension-provider-missing", "sourceId": "dimensions",
                                         "message": "no enabled plugin provides world.dimensions@1; dimensions were not imported"})
+                _contract_data_deliver(session, world, content, registry, resolution.runnable)
     except IntegrityError:
         # A concurrent create with the same client id won the race.
         raise SessionAlreadyExists(new_id) from None
     if notices:
         extras["worldDataNotices"] = notices
     return SessionCreated(session=session, owner_token=owner_token, extras=extras)
+
+
+def _contract_data_deliver(session: Session, world: ResolvedWorld, content: dict[str, Any], registry, plugin_ids: list[str]) -> None:
+    """World data sources with ``to: contract:<c>`` (e.g. ``world.time-definition@1``) become plugin
+    data of every enabled plugin declaring a ``contributes.data`` namespace that ``accepts`` <c>:
+    key = the record's ``key`` field (source ``key``), else the source id. Called inside the
+    creating transaction; kernel write, no event (the session has no subscribers yet)."""
+    from plugins_app.models import PluginData
+
+    sources = ((world.metadata.get("worldData") or {}).get("sources")) or []
+    data = content.get("data") or {}
+    for source in sources:
+        target = source.get("target") if isinstance(source, dict) else None
+        if not isinstance(target, str) or not target.startswith("contract:") or not source.get("enabled", True):
+            continue
+        value = data.get(source.get("id"))
+        if value is None:
+            continue
+        contract = target[len("contract:"):]
+        key_field = source.get("key")
+        key = str(value.get(key_field)) if isinstance(value, dict) and key_field and value.get(key_field) else str(source.get("id"))
+        for plugin_id in plugin_ids:
+            record = registry.get(plugin_id)
+            for namespace, declaration in ((record.manifest.contributes.data or {}) if record else {}).items():
+                if isinstance(declaration, dict) and contract in (declaration.get("accepts") or []):
+                    PluginData.objects.update_or_create(session=session, plugin_id=plugin_id, namespace=namespace, key=key,
+                                                        defaults={"value": value})
 
 
 def _policy_defaults(policy: dict[str, Any]) -> list[str]:

@@ -40,11 +40,20 @@ from covel.errors import ApiError, SessionNotFound
 from plugins_app.models import PluginData
 from sessions import auth
 from sessions.errors import InvalidRequest, SessionDeleting, SessionEnded, WorldDeleting, WorldNotFound
-from sessions.models import Character, CharacterSchema, ChatMessage, DimensionValue, LorebookEntry, Session, Snapshot
+from sessions.models import (
+    Character,
+    CharacterSchema,
+    ChatMessage,
+    DimensionValue,
+    LorebookEntry,
+    Session,
+    Snapshot,
+    TurnMessage,
+)
 from sessions.selectors import cursor_decode, cursor_encode, iso
 from turns.events import NewEvent, session_events_append
 from turns.locks import session_lock
-from turns.models import Suspension, TurnMessage, TurnResult
+from turns.models import Suspension, TurnResult
 
 logger = logging.getLogger("covel.snapshots")
 

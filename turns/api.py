@@ -9,7 +9,7 @@ from ninja import Router
 
 from covel.errors import ApiError
 from sessions.auth import session_get_authorized
-from turns import errors, services
+from turns import control, errors, services
 from turns.errors import SessionIncarnationChanged
 from turns.schemas import SessionExecutionStatusOut
 from turns.sse import execution_stream
@@ -56,11 +56,13 @@ def post_action(request):
     Rejections before the stream are JSON errors: 400 invalid_action_request, 404
     session_not_found, 404 seat_not_found, 409 seat_not_human / unknown_action_kind /
     action_kind_not_allowed / actor_not_bound, 400 invalid_action / invalid_action_fields,
-    409 session_not_active / session_deleting / request_id_conflict, 400 no_active_plugins.
+    409 session_not_active / session_deleting / request_id_conflict, 400 no_active_plugins,
+    400 invalid_provider_keys (malformed ``X-Provider-Keys``; the keys are never stored).
     """
     action = services.action_request_parse(_request_body(request))
     session = session_get_authorized(request, action.session_id)
-    execution, _created = services.execution_request(session=session, request=action)
+    provider_keys = control.provider_keys_from_request(request)
+    execution, _created = services.execution_request(session=session, request=action, provider_keys=provider_keys)
     response = StreamingHttpResponse(
         execution_stream(
             execution_id=str(execution.id),
@@ -91,3 +93,42 @@ def get_session_execution(request, session_id: str):
     if incarnation != session.incarnation:
         raise SessionIncarnationChanged()
     return status
+
+
+# --- in-turn control (spec 004 §回合中控制（W4）); mechanics in turns.control ----------------------
+
+
+@router.post("/sessions/{session_id}/abort")
+def abort_session_turn(request, session_id: str):
+    """Stop the player's running action (idempotent while it runs). 200 ``{ok: true, requestIds,
+    turnId?}``; the action's stream ends with ``execution.completed`` carrying ``abortReason:
+    "aborted-by-player"`` and nothing of the stopped turn is committed.
+
+    404 session_not_found, 401 session_owner_required, 409 no_active_turn (nothing running or
+    waiting), 409 turn_not_reachable (no worker acknowledged the stop in time).
+    """
+    session = session_get_authorized(request, session_id)
+    return control.turn_abort(session)
+
+
+@router.post("/sessions/{session_id}/steer")
+def steer_session_turn(request, session_id: str):
+    """Body ``{message: string}``: a player message for the running turn's story runtime.
+
+    400 invalid_request_body, 404 session_not_found, 401 session_owner_required, 409
+    no_active_turn, 409 turn_not_reachable, 501 steer_not_supported (this server's engine cannot
+    take a message mid-turn yet; see turns.control).
+    """
+    session = session_get_authorized(request, session_id)
+    body = getattr(request, "covel_json", None)
+    message = control.steer_message_parse(body if body is not None else _steer_body(request))
+    return control.turn_steer(session, message)
+
+
+def _steer_body(request) -> object:
+    if not request.body.strip():
+        return None
+    try:
+        return json.loads(request.body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(400, "invalid_json_body", f"Malformed JSON body: {exc}") from None

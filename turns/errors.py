@@ -86,3 +86,40 @@ class SessionIncarnationChanged(ApiError):
 
     def __init__(self) -> None:
         super().__init__(message="Session was replaced while the request was reading")
+
+
+NO_ACTIVE_TURN = "no_active_turn"
+TURN_NOT_REACHABLE = "turn_not_reachable"
+STEER_NOT_SUPPORTED = "steer_not_supported"
+
+
+class NoActiveTurn(ApiError):
+    """409 no_active_turn: /abort or /steer found no turn of this session running (or waiting, for
+    abort), or it finished meanwhile (spec 004 §回合中控制: 没有进行中的回合时返回 409)."""
+
+    status = 409
+    code = NO_ACTIVE_TURN
+
+    def __init__(self) -> None:
+        super().__init__(message="No turn is running on this session")
+
+
+class TurnNotReachable(ApiError):
+    """409 turn_not_reachable: the database shows a running turn but no worker acknowledged the
+    control request in time (spec 004 §多实例能力边界: 到了别的实例……也返回 409)."""
+
+    status = 409
+    code = TURN_NOT_REACHABLE
+
+    def __init__(self) -> None:
+        super().__init__(message="The turn's worker did not answer; the turn may have just ended or its worker stopped")
+
+
+class SteerNotSupported(ApiError):
+    """501 steer_not_supported: the worker running the turn cannot merge a message into it."""
+
+    status = 501
+    code = STEER_NOT_SUPPORTED
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message=message or "This server cannot steer a running turn")

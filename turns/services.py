@@ -28,7 +28,7 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from covel.errors import SessionBusy
-from turns import errors, locks, selectors
+from turns import control, errors, locks, selectors
 from turns.errors import ActionRejected, ExecutionRejected
 from turns.models import Execution, ExecutionFrame
 from turns.schemas import PAYLOAD_MODELS, ActionRequestIn
@@ -236,8 +236,13 @@ def action_request_admit(session, request: ActionRequest) -> dict[str, Any]:
     return payload
 
 
-def execution_request(*, session, request: ActionRequest) -> tuple[Execution, bool]:
+def execution_request(*, session, request: ActionRequest,
+                      provider_keys: dict[str, str] | None = None) -> tuple[Execution, bool]:
     """Admit ``request`` and write its Execution row; returns (execution, created).
+
+    provider_keys: the decoded ``X-Provider-Keys``; kept in memory (or transiently in Redis) for
+    the worker until it claims the execution, never in the database (``turns.control``). A
+    replayed request (created=False) does not store them again.
 
     A repeated requestId on the session never runs twice: with the same body it returns the
     existing execution (created=False; its stream is replayed from the stored frames), with a
@@ -262,6 +267,8 @@ def execution_request(*, session, request: ActionRequest) -> tuple[Execution, bo
                 input_message_id=payload.get("inputMessageId", "") if request.type == "submit_actions" else "",
                 request_hash=request.request_hash,
             )
+            # Before the commit that enqueues the task, so the claiming worker finds them.
+            control.provider_keys_put(str(execution.id), provider_keys or {})
             from turns.tasks import run_execution
 
             run_execution.delay_on_commit(str(execution.id))
@@ -329,16 +336,15 @@ def execution_cancel(execution_id: str) -> bool:
     return True
 
 
-def _engine_run(execution_id: str, sink: ExecutionSink):
-    """Call the engine entry ``turns.engine.run.execution_run(execution_id, sink, cancel=...)``."""
+def _engine_run(execution_id: str, sink: ExecutionSink, *, token, provider_keys: dict[str, str] | None):
+    """Call the engine entry ``turns.engine.run.execution_run(execution_id, sink, cancel=...,
+    provider_keys=...)``; ``token`` is the execution's control token (``turns.control``)."""
     from turns.engine.run import execution_run
-    from turns.engine.tools.context import CancelToken
 
-    token = CancelToken()
     with _cancel_guard:
         _cancel_tokens[execution_id] = token
     try:
-        return execution_run(execution_id, sink, cancel=token)
+        return execution_run(execution_id, sink, cancel=token, provider_keys=provider_keys)
     finally:
         with _cancel_guard:
             _cancel_tokens.pop(execution_id, None)
@@ -374,7 +380,21 @@ def execution_run(*, execution_id: str) -> str | None:
     (``error.occurred`` with the same codes), the engine, and finally the execution's status
     (committed | aborted | failed) and the stream's one ``execution.completed``
     ``{committed, abortReason?}``. Returns the final status.
+
+    While it runs, the worker listens on the execution's control channel (``turns.control``): an
+    abort cancels the engine's token; one that arrives before the engine started (waiting for the
+    lock) ends the execution without running it: nothing saved, the stream's only frame is
+    ``execution.completed {committed: false, abortReason: "aborted-by-player"}``. The request's
+    ``X-Provider-Keys`` are taken from their transient holder on claim and passed to the engine.
     """
+    execution_control = control.ExecutionControl(execution_id)
+    try:
+        return _execution_run_claimed(execution_id, execution_control)
+    finally:
+        execution_control.close()
+
+
+def _execution_run_claimed(execution_id: str, execution_control: "control.ExecutionControl") -> str | None:
     now = timezone.now()
     claimed = Execution.objects.filter(pk=execution_id, status=Execution.STATUS_QUEUED).update(
         status=Execution.STATUS_RUNNING, claimed_by=_worker_id(), claimed_at=now, heartbeat_at=now
@@ -382,16 +402,24 @@ def execution_run(*, execution_id: str) -> str | None:
     if not claimed:
         logger.info("execution %s already claimed; skipping", execution_id)
         return None
+    execution_control.claimed()
+    provider_keys = control.provider_keys_take(execution_id)
     execution = Execution.objects.get(pk=execution_id)
     # A queued execution has no frames yet: only its own (single) claimant writes them.
     sink = ExecutionSink(execution_id=str(execution.id), turn_id=execution.turn_id)
     with _Heartbeat(str(execution.id)):
         try:
             with locks.session_lock(execution.session_id):
+                if execution_control.is_aborted:
+                    return _abort_before_start(execution, sink)
                 Execution.objects.filter(pk=execution.pk).update(started_at=timezone.now(), heartbeat_at=timezone.now())
+                execution_control.started()
                 _admit_in_lock(execution)
-                outcome = _engine_run(str(execution.id), sink)
+                outcome = _engine_run(str(execution.id), sink, token=execution_control.token,
+                                      provider_keys=provider_keys)
         except SessionBusy:
+            if execution_control.is_aborted:
+                return _abort_before_start(execution, sink)
             return _reject(execution, sink, {"message": SESSION_BUSY_MESSAGE, "code": SessionBusy.code})
         except ActionRejected as exc:
             return _reject(execution, sink, ExecutionRejected(exc.code, exc.message, exc.details).payload())
@@ -432,6 +460,15 @@ def _admit_in_lock(execution: Execution) -> None:
             errors.INPUT_ALREADY_COMMITTED,
             f"Input {execution.input_message_id} was already committed with a turn; do not resend it",
         )
+
+
+def _abort_before_start(execution: Execution, sink: ExecutionSink) -> str:
+    """The player stopped the action while it waited for the session lock: it never starts
+    (spec 004 §回合中控制 abort: 回合还没开始就停止)."""
+    origin = execution.origin or ORIGIN_PLAYER
+    sink.engine_completed = {"payload": {"turnId": execution.turn_id, "origin": origin}, "turn_id": execution.turn_id}
+    return _finish(execution, sink, {"committed": False, "abort_reason": ABORTED_BY_PLAYER, "turn_id": execution.turn_id,
+                                     "origin": origin, "error": None, "rejected": False})
 
 
 def _reject(execution: Execution, sink: ExecutionSink, payload: dict[str, Any]) -> str:

@@ -27,15 +27,26 @@ FIXTURE_WORLDS = Path(
 logging.getLogger("httpx").setLevel(logging.WARNING)
 logging.getLogger("httpcore").setLevel(logging.WARNING)
 
-#: Figures the scenarios report; printed at the end of the run (pytest_terminal_summary).
-REPORT: list[str] = []
+#: Lines the scenarios report (the ``figures`` fixture); printed at the end of the run.
+FIGURES = pytest.StashKey[list]()
 
 
-def pytest_terminal_summary(terminalreporter):
-    if REPORT:
+def pytest_configure(config):
+    config.stash[FIGURES] = []
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    lines = config.stash.get(FIGURES, [])
+    if lines:
         terminalreporter.section("covel e2e figures")
-        for line in REPORT:
+        for line in lines:
             terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="session")
+def figures(pytestconfig) -> list:
+    """Append a line to print it in the run's summary (e.g. scenario 4's latency median)."""
+    return pytestconfig.stash[FIGURES]
 
 
 @pytest.fixture(scope="session")

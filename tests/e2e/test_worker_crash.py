@@ -100,6 +100,7 @@ def test_worker_killed_mid_turn_commits_nothing_and_retry_turn_commits(cluster, 
     stream_api.close()
     stream_thread.join(timeout=10)
     result = outcome.get("result")
+    print(f"killed turn: states {states}; status {status}; stream {result.describe() if result else outcome}")
     if result is not None:
         assert not result.committed, result.describe()
 
@@ -111,8 +112,11 @@ def test_worker_killed_mid_turn_commits_nothing_and_retry_turn_commits(cluster, 
     retry_turn_id = retry.completed["turnId"]
     assert retry_turn_id != turn_id
     after = _committed_state(cluster, played.api, played.id)
-    assert after["completedPlayerTurns"] == before["completedPlayerTurns"] + 1
-    assert after["committedTurnResults"] == before["committedTurnResults"] + 1
+    assert after["committedTurnResults"] == before["committedTurnResults"] + 1, (after, before)
+    assert after["completedPlayerTurns"] == before["completedPlayerTurns"] + 1, (
+        f"retry_turn must count as a player turn (spec 004 §Turn 执行, retry_turn); {after} vs {before}\n"
+        f"{retry.describe()}"
+    )
     with cluster.db() as conn:
         assert conn.execute("SELECT count(*) FROM turns_turnresult WHERE turn_id = %s AND committed", (retry_turn_id,)).fetchone()[0] == 1
     final = played.api.json("GET", f"/api/sessions/{played.id}/execution")

@@ -11,6 +11,9 @@ def changes(turn: dict[str, Any]) -> list[dict[str, Any]]:
     inputs = turn.get("inputs") or {}
     narrative = inputs.get("narrative") or inputs.get("worldIR") or ""
     text = f"{turn.get('player_message') or ''}\n{narrative if isinstance(narrative, str) else narrative}"
+    for c in turn.get("characters") or []:  # the hero's own name never counts as meeting someone
+        if c.get("type") == "player" and c.get("name"):
+            text = text.replace(c["name"], " ")
     out = []
     for c in turn.get("characters") or []:
         if c.get("type") == "player" or not c.get("name"):

@@ -11,7 +11,7 @@ _NEWCOMER = (
     re.compile(r"这时，(?P<name>[^，。——]{1,12})从人群里挤过来——(?P<desc>[^。]*。)"),
     re.compile(r"Then (?P<name>[A-Z][\w' -]{0,40}?) pushes through the crowd\. (?P<desc>[^.]*\.)"),
 )
-_LORE = (re.compile(r"想起镇上的说法：(?P<fact>[^。]*。)"), re.compile(r"People here say: (?P<fact>[^.]*\.)"))
+_LORE = (re.compile(r"想起镇上的说法：(?P<fact>.+?[。！？])"), re.compile(r"People here say: (?P<fact>.+?[.!?])(?=\s|$)"))
 
 
 def _narrative(turn: dict[str, Any]) -> str:

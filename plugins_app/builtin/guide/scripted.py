@@ -1,5 +1,5 @@
 """Offline `scripted` model behaviour of guide: one generate-guide call built from this turn's
-narrative and the characters present, in the session locale."""
+narrative and the characters present (the first one the story names), in the session locale."""
 
 from __future__ import annotations
 
@@ -13,7 +13,12 @@ def guide(turn: dict[str, Any]) -> dict[str, Any]:
         narrative = narrative.get("narrativeOutput") or ""
     first = str(narrative).replace("\n", " ")
     recap = first[:110] + ("…" if len(first) > 110 else "") if first else ("故事刚刚开始。" if zh else "The story has just begun.")
-    npc = next((c["name"] for c in reversed(turn.get("characters") or []) if c.get("type") != "player" and c.get("name")), None)
+    text = str(narrative)
+    present = [(text.find(c["name"]), c["name"]) for c in turn.get("characters") or []
+               if c.get("type") != "player" and c.get("name") and c["name"] in text]
+    # the first non-player character the story names (the one who reacted this turn), else the newest one
+    npc = min(present)[1] if present else next(
+        (c["name"] for c in reversed(turn.get("characters") or []) if c.get("type") != "player" and c.get("name")), None)
     world = (turn.get("world") or {}).get("name") or ""
     if zh:
         who = npc or "眼前的人"

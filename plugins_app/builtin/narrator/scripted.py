@@ -1,9 +1,14 @@
 """Offline `scripted` model behaviour of narrator (turns/engine/providers/scripted.py: `respond`).
 
 Prose in the session locale built from the world, the characters and the player's action. Each
-turn brings in one passer-by from a fixed, locale-specific roster (so names stay consistent and
-char-creator's scripted tracker records them) and one line of world lore (codex material).
-Deterministic: the same turn always reads the same.
+story turn (the opening included) is numbered by the story turns already in the history (`k`):
+- the player's action, then the reaction of the newest non-player character (the newcomer of
+  the turn before; the first world character at the opening), so the cast stays continuous;
+- one line of world lore, the k-th usable sentence of the lore (headings, list marks and
+  emphasis stripped): codex and dimension-tracker material;
+- one passer-by: the first roster entry that is not a character yet (locale-specific fixed
+  roster), so char-creator's scripted tracker records each newcomer exactly once.
+Deterministic: the same history always reads the same.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-#: (name, description) per locale; turn n (n ≥ 1) introduces entry n-1, in order.
+#: (name, description) per locale, introduced in order, one per story turn.
 PASSERS_BY = {
     "zh": [
         ("船工老周", "撑了三十年渡船的老船工，话少，认得江上每一道水纹。"),
@@ -19,29 +24,52 @@ PASSERS_BY = {
         ("更夫孙二", "打更的瘦汉子，夜里走遍全镇，见过不少不该见的事。"),
         ("游方郎中褚先生", "背着药箱四处行医的郎中，说话慢条斯理。"),
         ("小乞儿豆子", "在码头讨饭的半大孩子，跑得比谁都快。"),
+        ("说书人柳三", "茶楼里说书的先生，一把折扇，满肚子旧案。"),
+        ("挑水的哑巴陈", "天不亮就挑水的汉子，不会说话，却什么都看在眼里。"),
     ],
     "en": [
-        ("Tam the ferryman", "An old ferryman who has worked the same water for thirty years and says little."),
+        ("Tam the boatman", "An old boatman who has worked the same water for thirty years and says little."),
         ("Wren Abley", "A lamp-seller at the corner who hears every rumour first."),
         ("Old Corrie", "The night watchman, who walks every street after dark."),
-        ("Doctor Pell", "A travelling physician with a worn bag and a slow way of speaking."),
-        ("Pip", "A quick-footed dock child who runs errands for pennies."),
+        ("Mister Pell", "A travelling pedlar with a worn pack and a slow way of speaking."),
+        ("Pip", "A quick-footed child who runs errands for pennies."),
+        ("Mags Treloar", "A fishwife with red hands and a voice that carries across the harbour."),
+        ("Brother Amos", "A young lay preacher who walks the coast with a lantern and a Bible."),
     ],
 }
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s.*$", re.M)
+_MARKS = re.compile(r"(\*\*|__|\*|`|^\s*[-*>]\s+|^\s*\d+\.\s+)", re.M)
 
 
 def _zh(locale: str | None) -> bool:
     return bool(locale) and locale.lower().startswith("zh")
 
 
-def _sentences(text: str, zh: bool) -> list[str]:
+def lore_sentences(text: str, zh: bool) -> list[str]:
+    """Usable lore sentences: markdown stripped, 12–70 (zh) / 30–200 (en) characters, no
+    second-person lines (those belong to the opening scene, not to hearsay)."""
+    plain = _MARKS.sub("", _HEADING.sub("", text or ""))
     pattern = r"(?<=[。！？])" if zh else r"(?<=[.!?])\s+"
-    return [s.strip() for s in re.split(pattern, text or "") if len(s.strip()) > 6]
+    out = []
+    for raw in re.split(pattern, plain):
+        sentence = " ".join(raw.split())
+        low, high = (12, 70) if zh else (30, 200)
+        if not low <= len(sentence) <= high:
+            continue
+        if (zh and "你" in sentence) or (not zh and re.search(r"\b(you|your)\b", sentence, re.I)):
+            continue
+        out.append(sentence)
+    return out
 
 
-def passer_by(locale: str | None, turn: int) -> tuple[str, str] | None:
+def passer_by(locale: str | None, known_names: set[str]) -> tuple[str, str] | None:
+    """The first roster entry not yet among the characters (None when all have appeared)."""
     roster = PASSERS_BY["zh" if _zh(locale) else "en"]
-    return roster[turn - 1] if 1 <= turn <= len(roster) else None
+    return next((entry for entry in roster if entry[0] not in known_names), None)
+
+
+def _story_turns_before(turn: dict[str, Any]) -> int:
+    return sum(1 for m in turn.get("messages") or [] if m.get("role") == "assistant" and m.get("content"))
 
 
 def story(turn: dict[str, Any]) -> str:
@@ -52,24 +80,26 @@ def story(turn: dict[str, Any]) -> str:
     chars = [c for c in turn.get("characters") or [] if c.get("name")]
     player = next((c for c in chars if c.get("type") == "player"), None)
     npcs = [c for c in chars if c.get("type") != "player"]
-    number = int(turn.get("turn") or 1)
+    k = _story_turns_before(turn)
     hero = player["name"] if player else ("你" if zh else "You")
     action = (turn.get("player_message") or "").strip()
-    lore = _sentences(world.get("lore") or world.get("summary") or "", zh)
-    fact = lore[(number - 1) % len(lore)] if lore else ""
-    npc = npcs[(number - 1) % len(npcs)] if npcs else None
-    newcomer = passer_by(turn.get("locale"), number)
+    lore = lore_sentences(world.get("lore") or "", zh) or lore_sentences(world.get("summary") or "", zh)
+    fact = lore[k % len(lore)] if lore else ""
+    npc = (npcs[-1] if k else npcs[0]) if npcs else None
+    known = {c["name"] for c in chars} | {a for c in chars for a in c.get("aliases") or []}
+    newcomer = passer_by(turn.get("locale"), known)
     persona = ((npc or {}).get("fields") or {}).get("persona") or (npc or {}).get("description") or ""
     out: list[str] = []
     if zh:
         if action:
-            out.append(f"{hero}{'开口道：「' + action + '」' if turn.get('action_kind') == 'say' else '决定：' + action + '。'}")
+            out.append(f"{hero}{'开口道：「' + action + '」' if turn.get('action_kind') == 'say' else '决定：' + action.rstrip('。') + '。'}")
         else:
             out.append(f"{name}。{world.get('summary') or ''}")
         if npc:
-            out.append(f"{npc['name']}看了{hero if player else '你'}一眼{('——' + persona.split('，')[0]) if persona else ''}，没有立刻说话。")
+            trait = re.split(r"[，。；]", persona)[0] if persona else ""
+            out.append(f"{npc['name']}看了{hero}一眼{('——' + trait + '——') if trait else '，'}没有立刻说话。")
         if fact:
-            out.append(f"{hero if player else '你'}想起镇上的说法：{fact}")
+            out.append(f"{hero}想起镇上的说法：{fact}")
         if newcomer:
             out.append(f"这时，{newcomer[0]}从人群里挤过来——{newcomer[1]}")
         out.append("事情正朝着谁也没料到的方向走去。")
@@ -80,7 +110,8 @@ def story(turn: dict[str, Any]) -> str:
     else:
         out.append(f"{name}. {world.get('summary') or ''}".strip())
     if npc:
-        out.append(f"{npc['name']} watches {'you' if not player else hero} for a moment{(' — ' + persona.split(';')[0].rstrip('.')) if persona else ''}.")
+        trait = re.split(r"[;.]", persona)[0].strip() if persona else ""
+        out.append(f"{npc['name']} watches {hero} for a moment{(' — ' + trait[0].lower() + trait[1:]) if trait else ''}.")
     if fact:
         out.append(f"People here say: {fact}")
     if newcomer:

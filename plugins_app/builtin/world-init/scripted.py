@@ -3,12 +3,22 @@
 - schema-gen (only runs for worlds without a character schema): initialize-world with a
   neutral 15-attribute schema in the session locale and, when the world has no dimensions, two
   generic dimensions (tension, daylight).
-- dimension-tracker: one update-dimensions call recording "no change" (the scripted model has
-  no reading of the rules; it settles the turn so the receipt is kept).
+- dimension-tracker: one update-dimensions call built from the dimensions with an
+  `updateRule` (`turn["dimensions"]`) and this turn's story, with three readings only:
+  1. clock: a rule that mentions the clock ("clock", "时钟") puts the dimension in `followsClock`;
+     an integer countdown field in the clock's unit ("minutes…", "…Left"/"剩余" with a minute
+     clock) drops by the minutes that passed (`runtime-inputs.worldTime`), never below its
+     minimum; otherwise `{id, reason}` (unchanged by its rule);
+  2. clue ledgers (a map of `{lead, status, note}` records, or an array of strings): the lore line
+     the scripted narrator surfaced ("People here say: …" / "想起镇上的说法：…") becomes a new
+     entry `lead-<n>` (n = entries + 1) with the first status option;
+  3. a plain integer dimension (generated "tension") rises by 5 when a named newcomer appears.
+  Nothing applicable → `updates: []` ("no change").
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 _ATTRS = [
@@ -47,6 +57,100 @@ def schema_arguments(zh: bool) -> dict[str, Any]:
     return {"types": ["npc", "companion"], "attributes": attributes, "definitions": definitions}
 
 
+_LORE = (re.compile(r"想起镇上的说法：(?P<fact>.+?[。！？])"), re.compile(r"People here say: (?P<fact>.+?[.!?])(?=\s|$)"))
+_NEWCOMER = (re.compile(r"这时，[^，。——]{1,12}从人群里挤过来——"), re.compile(r"Then [A-Z][\w' -]{0,40}? pushes through the crowd\."))
+_CLOCK_WORDS = ("clock", "时钟")
+_COUNTDOWN_KEY = re.compile(r"(left|remaining|minutesTo|until)", re.I)
+
+
+def _narrative(turn: dict[str, Any]) -> str:
+    value = (turn.get("inputs") or {}).get("narrative") or ""
+    if isinstance(value, dict):
+        value = value.get("narrativeOutput") or ""
+    return str(value)
+
+
+def _countdown_field(schema: dict[str, Any], unit: str) -> str | None:
+    """The integer field that counts down in the clock's unit, if any."""
+    for key, prop in (schema.get("properties") or {}).items():
+        if not isinstance(prop, dict) or prop.get("type") != "integer":
+            continue
+        words = f"{key} {prop.get('title') or ''}"
+        if unit == "minute" and "minute" in words.lower() and _COUNTDOWN_KEY.search(words):
+            return key
+        if unit == "phase" and "phase" in words.lower() and _COUNTDOWN_KEY.search(words):
+            return key
+    return None
+
+
+def _ledger_entry(schema: dict[str, Any], fact: str, zh: bool) -> dict[str, Any] | None:
+    """A new `{lead, status, note}` record valid for a map-of-records schema, else None."""
+    record = schema.get("additionalProperties")
+    if schema.get("type") != "object" or not isinstance(record, dict):
+        return None
+    props = record.get("properties") or {}
+    status = props.get("status") or {}
+    if not {"lead", "note"} <= set(props) or not status.get("enum"):
+        return None
+    lead_max = int((props["lead"] or {}).get("maxLength") or 60)
+    note_max = int((props["note"] or {}).get("maxLength") or 200)
+    title = re.split(r"[，,。.：:；;—]", fact)[0].strip() or fact
+    note = ("听来的说法，还没有人证实：" if zh else "Heard in passing, not yet confirmed: ") + fact
+    return {"lead": title[:lead_max], "status": status["enum"][0], "note": note[:note_max]}
+
+
+def dimension_updates(turn: dict[str, Any]) -> dict[str, Any]:
+    """update-dimensions arguments for this turn (see the module docstring)."""
+    zh = str(turn.get("locale") or "").lower().startswith("zh")
+    story = _narrative(turn)
+    world_time = (turn.get("inputs") or {}).get("worldTime") or {}
+    unit = str(world_time.get("unit") or "")
+    elapsed = world_time.get("elapsedThisTurn") if isinstance(world_time.get("elapsedThisTurn"), int) else 0
+    fact = next((m.group("fact").strip() for p in _LORE for m in p.finditer(story)), "")
+    newcomer = any(p.search(story) for p in _NEWCOMER)
+    follows: list[str] = []
+    updates: list[dict[str, Any]] = []
+    for dim in turn.get("dimensions") or []:
+        rule = str(dim.get("updateRule") or "")
+        if not rule:
+            continue
+        schema = dim.get("schema") or {}
+        value = dim.get("value")
+        if any(w in rule.lower() for w in _CLOCK_WORDS):
+            follows.append(dim["id"])
+            key = _countdown_field(schema, unit) if isinstance(value, dict) else None
+            if key and elapsed and isinstance(value.get(key), int):
+                low = int((schema["properties"][key]).get("minimum", 0))
+                new = max(low, value[key] - elapsed)
+                reason = (f"时钟走了 {elapsed}，{key} 随之减少。" if zh else f"The clock moved {elapsed} {unit}(s); {key} counts down.")
+                if new != value[key]:
+                    updates.append({"id": dim["id"], "changes": [{"path": key, "value": new}], "reason": reason})
+                    continue
+            if elapsed:
+                updates.append({"id": dim["id"], "reason": "按规则，本回合的时间没有改变它。" if zh else "By its rule the time that passed leaves it unchanged."})
+            continue
+        if fact and isinstance(value, dict):
+            entry = _ledger_entry(schema, fact, zh)
+            if entry is not None and not any(isinstance(v, dict) and v.get("lead") == entry["lead"] for v in value.values()):
+                key = next(f"lead-{n}" for n in range(len(value) + 1, len(value) + 100) if f"lead-{n}" not in value)
+                updates.append({"id": dim["id"], "changes": [{"path": key, "value": entry}],
+                                "reason": "故事里冒出了一条新线索。" if zh else "The story turned up a new lead."})
+                continue
+        if fact and isinstance(value, list) and (schema.get("items") or {}).get("type") == "string":
+            limit = int((schema.get("items") or {}).get("maxLength") or 80)
+            item = fact[:limit]
+            if item not in value and len(value) < int(schema.get("maxItems") or 20):
+                updates.append({"id": dim["id"], "value": [*value, item],
+                                "reason": "故事里冒出了一条新线索。" if zh else "The story turned up a new lead."})
+            continue
+        if newcomer and schema.get("type") == "integer" and isinstance(value, int):
+            high = int(schema.get("maximum", 100))
+            if value < high:
+                updates.append({"id": dim["id"], "value": min(high, value + 5),
+                                "reason": "又有生人卷了进来。" if zh else "Another stranger is drawn in."})
+    return {"followsClock": follows, "updates": updates}
+
+
 def respond(turn: dict[str, Any]) -> dict[str, Any] | None:
     names = [t["name"] for t in turn.get("tools") or []]
     if turn.get("tool_results"):
@@ -55,5 +159,5 @@ def respond(turn: dict[str, Any]) -> dict[str, Any] | None:
     if "initialize-world" in names:
         return {"tool_calls": [{"name": "initialize-world", "arguments": schema_arguments(zh)}]}
     if "update-dimensions" in names:
-        return {"tool_calls": [{"name": "update-dimensions", "arguments": {"followsClock": [], "updates": []}}]}
+        return {"tool_calls": [{"name": "update-dimensions", "arguments": dimension_updates(turn)}]}
     return None

@@ -8,6 +8,10 @@ Order of answers for one call:
 3. tool runtimes: a schema-valid call of the tool the contract needs (toolChoice name, the first
    `afterTools` tool, or the first business tool when tool use is required), then `runtime-done`
    when it is offered, else a short closing text.
+
+Test hook: the environment variable ``COVEL_SCRIPTED_DELTA_DELAY_MS`` (milliseconds, default 0)
+makes every streamed text delta wait that long first, so tests can stop a turn mid-stream
+(abort) with the offline model. Read on every call; unset in normal use.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import threading
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -28,6 +34,7 @@ SCRIPT_FILE = "scripted.py"
 RUNTIME_DONE = "runtime-done"
 #: Characters per streamed delta.
 DELTA_CHARS = 6
+DELTA_DELAY_ENV = "COVEL_SCRIPTED_DELTA_DELAY_MS"
 
 _script_cache: dict[str, Any] = {}
 _script_lock = threading.Lock()
@@ -193,7 +200,10 @@ class ScriptedClient:
             for i, c in enumerate(reply.get("tool_calls") or [])
         ]
         text = "" if calls else str(reply.get("text") or "")
+        delay_seconds = _delta_delay_seconds()
         for start in range(0, len(text), DELTA_CHARS):
+            if delay_seconds:
+                time.sleep(delay_seconds)
             yield TextDelta(text[start : start + DELTA_CHARS])
         prompt_chars = sum(len(str(m.get("content") or "")) for m in request.messages)
         yield ModelResponse(
@@ -248,6 +258,15 @@ class ScriptedClient:
         if RUNTIME_DONE in tool_names:
             return {"tool_calls": [{"name": RUNTIME_DONE, "arguments": {}}]}
         return {"text": "完成。" if zh else "Done."}
+
+
+def _delta_delay_seconds() -> float:
+    raw = os.environ.get(DELTA_DELAY_ENV, "").strip()
+    try:
+        return max(0.0, float(raw) / 1000.0) if raw else 0.0
+    except ValueError:
+        logger.warning("%s=%r is not a number of milliseconds; ignored", DELTA_DELAY_ENV, raw)
+        return 0.0
 
 
 def _json_or_text(value: Any) -> Any:

@@ -1,0 +1,119 @@
+"""Each builtin plugin's effect in committed state, through real scripted-model turns over HTTP
+(POST /api/sessions, POST /api/actions on the in-process worker): session `yanhui-ferry`
+(zh-CN: setup, opening continuation, two `say` turns) and `hollow-reach-light` (en-US) for the
+clock-driven dimensions."""
+from __future__ import annotations
+
+import pytest
+
+from plugins_app.models import PluginData
+from sessions.models import Character, CharacterSchema, ChatMessage, DimensionValue, Session
+from tests.plugins_app.builtin.play_support import get_json, model_calls, play, runtime_status
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SAYS = ["我去码头看看那条船。", "我向裴照打听押纲官的下落。"]
+HERO = "林照"
+
+
+@pytest.fixture
+def yanhui(client):
+    return play(client, "yanhui-ferry", says=SAYS, name=HERO)
+
+
+def _data(session_id: str, plugin_id: str, namespace: str) -> dict:
+    return dict(PluginData.objects.filter(session_id=session_id, plugin_id=plugin_id, namespace=namespace)
+                .values_list("key", "value"))
+
+
+def test_pregame_writes_session_metadata_and_the_welcome(yanhui):
+    # the function runtime ran once, without a model, and completed its setup step
+    start = yanhui.streams[0]
+    assert runtime_status(start, "pregame") == [{**runtime_status(start, "pregame")[0], "status": "success", "preGameDone": True}]
+    assert not model_calls(start, "pregame")
+    metadata = _data(yanhui.id, "pregame", "session")["metadata"]
+    assert metadata and isinstance(metadata, dict)
+    parts = [p for f in yanhui.frames("ui.rendered", 0) for p in f["payload"]["block"]["parts"]]
+    welcome = next(p for p in parts if p["id"] == "pregame-welcome")
+    assert welcome["content"]["title"] == "欢迎来到雁回渡・上元灯谜"
+    world_part = next(p for p in parts if p["id"] == "pregame-world")
+    assert "盐纲船" in world_part["content"]["text"]  # the world's own summary, not its heading
+    session = Session.objects.get(pk=yanhui.id)
+    assert session.setup_runtimes["pregame"]["state"] == "done"
+
+
+def test_char_creator_form_guard_and_tracker_grow_the_cast(yanhui):
+    # player-init asked for the form once (model) and its guard created the hero from the answer
+    form = yanhui.frames("interaction.requested", 0)[0]["payload"]["interaction"]
+    assert form["interactionId"] == "char-creation" and form["fields"][0]["name"] == "characterName"
+    answer_stream = yanhui.streams[1]
+    assert runtime_status(answer_stream, "char-creator/player-init")[0]["preGameDone"] is True
+    assert not model_calls(answer_stream, "char-creator/player-init")
+    hero = Character.objects.get(session_id=yanhui.id, type="player")
+    assert hero.name == HERO and hero.fields["origin"] == "本镇人"
+    # the character tracker records one newcomer per story turn, once each
+    names = list(Character.objects.filter(session_id=yanhui.id).order_by("id").values_list("name", flat=True))
+    assert names[-3:] == ["船工老周", "卖灯的阿莺", "更夫孙二"]
+    assert names.count("船工老周") == 1
+    last = yanhui.frames("character.upserted", 3)
+    assert [f["payload"]["character"]["name"] for f in last] == ["更夫孙二"]
+
+
+def test_narrator_tells_the_turn_with_the_hero_and_the_cast(yanhui):
+    turn = ChatMessage.objects.filter(session_id=yanhui.id, role="assistant").order_by("-id").first()
+    assert turn.content.startswith(f"{HERO}开口道：「{SAYS[1]}」")
+    assert "卖灯的阿莺看了林照一眼" in turn.content  # last turn's newcomer reacts
+    opening = yanhui.frames("narrative.completed", 1)[0]["payload"]["text"]
+    assert opening.startswith("雁回渡・上元灯谜。正月十二五更")
+
+
+def test_world_init_adopts_the_schema_and_moves_dimensions(yanhui):
+    # schema-gen's guard adopted the world's character schema without a model call
+    setup = yanhui.streams[0]
+    assert runtime_status(setup, "world-init/schema-gen")[0]["preGameDone"] is True
+    assert not model_calls(setup, "world-init/schema-gen")
+    assert CharacterSchema.objects.get(session_id=yanhui.id).schema["attributes"][0]["id"] == "persona"
+    # the tracker read the rules from {{ world.dimensionRules }} and added a lead per story turn
+    call = model_calls(yanhui.streams[2], "world-init/dimension-tracker")[0]
+    system = call["messages"][0]["content"]
+    assert "## caseFile — 案卷" in system and "rule: 剩余时辰只随世界时钟减少" in system
+    case_file = DimensionValue.objects.get(session_id=yanhui.id, dimension_id="caseFile")
+    leads = [k for k in case_file.value if k.startswith("lead-")]
+    assert len(leads) == 3 and case_file.version == 4  # opening + two turns
+    assert case_file.value[leads[-1]]["status"] == "unverified" and case_file.value[leads[-1]]["lead"]
+    receipts = _data(yanhui.id, "world-init", "settlements")
+    assert len(receipts) == 3 and all(r["status"] == "settled" for r in receipts.values())
+
+
+def test_codex_guide_and_affinity_record_the_turns(yanhui):
+    entries = _data(yanhui.id, "codex", "entries")
+    characters = sorted(v["title"] for v in entries.values() if v["category"] == "character")
+    assert characters == sorted(["船工老周", "卖灯的阿莺", "更夫孙二"])
+    assert len([v for v in entries.values() if v["category"] == "lore"]) == 3
+    assert any(p["type"] == "codex.entries" for f in yanhui.frames("ui.rendered", 3) for p in f["payload"]["block"]["parts"])
+    guide = _data(yanhui.id, "guide", "guides")["latest"]
+    assert len(guide["prompts"]) == 3 and "卖灯的阿莺" in guide["decision"]
+    scores = {v["name"]: v["score"] for v in _data(yanhui.id, "affinity", "affinity").values()}
+    assert scores["卖灯的阿莺"] == 2 and scores["裴照"] >= 2  # met this turn / named by the player
+
+
+def test_world_time_context_and_advance_move_the_clock(yanhui):
+    # the contract data world.time-definition@1 reached the plugin; context published the clock
+    definition = _data(yanhui.id, "world-time", "definitions")["world"]
+    assert definition["definition"]["evolution"]["defaultStep"] == 2
+    assert runtime_status(yanhui.streams[2], "world-time/context")[0]["status"] == "success"
+    advanced = [f["payload"]["output"] for f in yanhui.frames("tool.completed") if f["payload"]["tool"] == "advance-world-time"]
+    assert len(advanced) == 3
+    assert "正月十二" in advanced[-1]["summary"]
+
+
+def test_hollow_reach_clock_dimension_counts_down(client):
+    played = play(client, "hollow-reach-light", says=["I climb the tower stair."], name="Ada Quill")
+    night = DimensionValue.objects.get(session_id=played.id, dimension_id="night")
+    assert night.value["minutesToReef"] == 340 - 2 * 10  # opening + one turn, 10 minutes each
+    tracker = [f["payload"]["input"] for f in played.frames("tool.calling") if f["payload"]["tool"] == "update-dimensions"]
+    assert tracker[-1]["followsClock"] == ["night", "lamp"]
+    evidence = DimensionValue.objects.get(session_id=played.id, dimension_id="evidence").value
+    assert sum(1 for k in evidence if k.startswith("lead-")) == 2
+    view = get_json(client, played, f"/api/sessions/{played.id}/view")
+    assert view["dimensions"]["night"]["value"]["minutesToReef"] == 320
