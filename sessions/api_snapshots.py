@@ -11,12 +11,11 @@ from django.http import HttpRequest
 from ninja import Router
 from ninja.responses import Status
 
-from covel.errors import SessionNotFound, error_response
+from covel.errors import error_response
 from sessions import snapshots
-from sessions.api_scope import SESSION_PATH_PARAM, request_json, session_scope
+from sessions.api_scope import request_json, session_scope
 from sessions.auth import require_operator
 from sessions.errors import InvalidRequest
-from sessions.models import Session
 
 router = Router(tags=["snapshots"])
 
@@ -31,13 +30,10 @@ def _limit_param(request: HttpRequest) -> int:
 
 
 def fork_scope(request: HttpRequest):
-    """Fork creates a session: 404 session_not_found first, then the operator token in hosted tiers
-    (401 operator_token_required, even with the owner token; spec 004 §鉴权)."""
-    match = getattr(request, "resolver_match", None)
-    session_id = (match.kwargs if match else {}).get(SESSION_PATH_PARAM) or ""
-    session = Session.objects.filter(pk=session_id).first()
-    if session is None:
-        raise SessionNotFound(session_id)
+    """Fork creates a session (spec 004 §鉴权). Like every session-scoped route: 404 session_not_found,
+    then 401 session_owner_required without a valid token; then, in hosted tiers, the owner token
+    alone is not enough: 401 operator_token_required."""
+    session = session_scope(request)
     require_operator(request)
     return session
 

@@ -402,7 +402,7 @@ def test_demo_tier_token_rules(client, catalog):
         # fork creates a session: the owner token is not enough
         with_owner = _fork(client, sid, snapshot["id"], **owner)
         assert with_owner.status_code == 401 and with_owner.json()["code"] == "operator_token_required"
-        assert _fork(client, sid, snapshot["id"]).json()["code"] == "operator_token_required"
+        assert _fork(client, sid, snapshot["id"]).json()["code"] == "session_owner_required"
         assert _fork(client, "nope", snapshot["id"], **operator).status_code == 404
 
         forked = _fork(client, sid, snapshot["id"], **operator)

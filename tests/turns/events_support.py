@@ -228,7 +228,9 @@ class Daphne:
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"daphne did not come up: {self.output()}")
+                output = self.output()
+                self.stop()  # never leave a half-started server behind
+                raise RuntimeError(f"daphne did not come up: {output}")
             time.sleep(0.1)
 
     @property

@@ -155,23 +155,14 @@ def test_abort_of_an_action_waiting_for_the_session_lock_never_starts_it(api):
     assert not TurnResult.objects.filter(session=session).exists()
 
 
-def test_abort_of_a_queued_action_no_worker_claimed_ends_its_stream(api, settings):
-    # given an execution row whose task no worker picked up (hosted: still in the broker)
-    from turns.services import action_request_parse, execution_request
-
-    settings.COVEL_INPROCESS_WORKER = False
+def test_abort_of_a_queued_action_no_worker_claimed_ends_its_stream(api):
+    # given an execution row whose task no worker picked up yet (hosted: still in the broker)
     session = _player_session()
-    parsed = action_request_parse(action_body(session.id, request_id="req-queued"))
-    from covel.celery import app
-
-    app.conf.task_always_eager = False
-    with pytest.MonkeyPatch.context() as patch:
-        # Keep the task out of any broker: the row stays queued, as behind a busy queue.
-        from turns.tasks import run_execution
-
-        patch.setattr(run_execution, "delay_on_commit", lambda *a, **k: None)
-        execution, created = execution_request(session=session, request=parsed)
-    assert created and execution.status == Execution.STATUS_QUEUED
+    execution = Execution.objects.create(
+        session=session, request_id="req-queued", type="submit_actions",
+        payload={"actions": [{"kind": "say", "text": "Hello", "seatId": "main", "actorId": "hero", "source": "player"}]},
+        trace_id=uuid.uuid4().hex, turn_id=str(uuid.uuid4()), origin="player",
+    )
     # when
     response = _post(api, f"/api/sessions/{session.id}/abort")
     # then the row is aborted directly and its stream holds only the completion
@@ -183,9 +174,11 @@ def test_abort_of_a_queued_action_no_worker_claimed_ends_its_stream(api, setting
     assert frames == [("execution.completed", True, {"committed": False, "turnId": execution.turn_id,
                                                      "origin": "player", "abortReason": "aborted-by-player"})]
     # and a late delivery of its task does nothing
-    from turns.services import execution_task_run
+    from turns.tasks import run_execution
 
-    assert execution_task_run(str(execution.id)) is None
+    run_execution.apply(args=(str(execution.id),))
+    execution.refresh_from_db()
+    assert execution.status == Execution.STATUS_ABORTED
     assert ChatMessage.objects.filter(session=session).count() == 0
 
 

@@ -23,7 +23,7 @@ from turns.engine import trace as T
 from turns.engine.commit import CommitFailed, CommitPlan, PlayerInput, turn_commit, turn_failure_record
 from turns.engine.env import ExecutionEnv, tools_for_registry
 from turns.engine.interactions import answers_resolve
-from turns.engine.providers.config import ModelRouter, model_config_load
+from turns.engine.providers.config import ModelRouter, model_config_active
 from turns.engine.render import player_input_render
 from turns.engine.runtime import (
     ORIGIN_CONTINUATION,
@@ -136,8 +136,8 @@ def execution_run(
 
         plugin_registry = registry_default()
     if model_router is None:
-        model_router = ModelRouter(model_config_load(settings.COVEL_HOME, path=getattr(settings, "COVEL_LLM_TOML", None)),
-                                   provider_keys=provider_keys)
+        config, _error = model_config_active(settings.COVEL_HOME, path=settings.COVEL_LLM_TOML)
+        model_router = ModelRouter(config, provider_keys=provider_keys)
     input_message_id = payload.get("inputMessageId") if execution.type == TYPE_SUBMIT_ACTIONS else None
     if input_message_id:
         from sessions.models import ChatMessage

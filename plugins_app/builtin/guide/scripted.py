@@ -25,7 +25,7 @@ def guide(turn: dict[str, Any]) -> dict[str, Any]:
         return {"scene": (world or "眼前")[:20], "recap": recap, "decision": f"接下来怎么对待{who}？",
                 "prompts": [{"text": f"我向{who}打听昨夜的事。", "kind": "ask"},
                             {"text": "我先四下看看，找找线索。", "kind": "observe"},
-                            {"text": f"我把知道的告诉{who}，看他怎么说。", "kind": "social"}]}
+                            {"text": f"我把知道的告诉{who}，看对方怎么说。", "kind": "social"}]}
     who = npc or "the stranger"
     return {"scene": (world or "Here")[:40], "recap": recap, "decision": f"What do you do about {who}?",
             "prompts": [{"text": f"I ask {who} what happened last night.", "kind": "ask"},

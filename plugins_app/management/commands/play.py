@@ -13,7 +13,7 @@ Example (with ``make run`` serving on 127.0.0.1:3001)::
 from __future__ import annotations
 
 import json
-import sys
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ class Command(BaseCommand):
     def handle(self, *args, **options) -> None:
         if options["turns"] < 0:
             raise CommandError("--turns must be 0 or more")
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per request otherwise
         try:
             self._play(options)
         except PlayError as exc:

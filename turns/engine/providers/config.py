@@ -230,7 +230,7 @@ class ModelRouter:
 # --------------------------------------------------------------------------------------------
 
 _active_lock = threading.Lock()
-_active: dict[str, tuple[ModelConfig, str | None]] = {}
+_active: dict[str, tuple[ModelConfig, str | None, tuple[float, int] | None]] = {}
 
 
 def model_config_path(covel_home: Path | str | None, *, path: Path | str | None = None) -> Path | None:
@@ -240,18 +240,36 @@ def model_config_path(covel_home: Path | str | None, *, path: Path | str | None 
     return (Path(covel_home) / LLM_TOML) if covel_home else None
 
 
+def _file_stamp(target: Path | None) -> tuple[float, int] | None:
+    try:
+        stat = target.stat() if target else None
+    except OSError:
+        return None
+    return (stat.st_mtime, stat.st_size) if stat else None
+
+
 def model_config_active(covel_home: Path | str | None, *, path: Path | str | None = None) -> tuple[ModelConfig, str | None]:
-    """(config in effect, load error or None). The first call reads the file; a file that does not
-    parse gives the all-scripted default plus the error text (spec: 解析失败时回退到默认配置)."""
+    """(config in effect, load error or None), cached per process and re-read when the file changes.
+
+    A file that does not parse never replaces a working configuration: the previous config stays in
+    effect (the all-scripted default on first load) and the error text is returned (spec 004
+    §Personal configuration API: 无效时继续使用当前生效的配置). Because the cache follows the file's
+    mtime/size, every process — web and Celery workers alike — sees an edit without a restart.
+    """
     target = model_config_path(covel_home, path=path)
     key = str(target)
+    stamp = _file_stamp(target)
     with _active_lock:
-        if key not in _active:
-            try:
-                _active[key] = (model_config_load(covel_home, path=target), None)
-            except ModelConfigError as exc:
-                _active[key] = (ModelConfig(), str(exc))
-        return _active[key]
+        cached = _active.get(key)
+        if cached is not None and cached[2] == stamp:
+            return cached[0], cached[1]
+        try:
+            entry = (model_config_load(covel_home, path=target), None, stamp)
+        except ModelConfigError as exc:
+            previous = cached[0] if cached is not None else ModelConfig()
+            entry = (previous, str(exc), stamp)
+        _active[key] = entry
+        return entry[0], entry[1]
 
 
 def model_config_reload(covel_home: Path | str | None, *, path: Path | str | None = None) -> tuple[bool, ModelConfig, str | None]:
@@ -265,5 +283,5 @@ def model_config_reload(covel_home: Path | str | None, *, path: Path | str | Non
         current, _ = model_config_active(covel_home, path=path)
         return False, current, str(exc)
     with _active_lock:
-        _active[key] = (config, None)
+        _active[key] = (config, None, _file_stamp(target))
     return True, config, None
