@@ -11,6 +11,7 @@ from django.http import FileResponse, HttpRequest, HttpResponse
 from ninja import Router
 from ninja.responses import Status
 
+from covel.errors import Forbidden
 from media import selectors, services
 from media.errors import MediaNotFound, MediaRequestInvalid, MediaUnavailable
 from media.schemas import MediaTokenOut, MediaUploadOut, media_upload_out
@@ -95,8 +96,6 @@ def cleanup_media(request: HttpRequest):
         raise MediaUnavailable(message="cleanup endpoint not available in this deployment tier")
     require_operator(request)
     if not settings.COVEL_MEDIA_CLEANUP_ENABLED:
-        from covel.errors import Forbidden
-
         raise Forbidden(code="forbidden", message="cleanup endpoint disabled")
     policy = services.cleanup_policy_parse(request_json(request))
     is_confirmed = request.headers.get("X-Confirm-Cleanup", "").strip().lower() == CONFIRM_HEADER_VALUE

@@ -305,6 +305,24 @@ def test_fork_of_a_fork_snapshot_chains(client, session):
     assert Snapshot.objects.get(session_id=grandchild).parent_snapshot_id == first["forkSnapshotId"]
 
 
+def test_fork_service_without_snapshot_copies_the_current_state(client, session):
+    from sessions.snapshots import session_fork
+
+    sid = session["id"]
+    client.post(f"/api/sessions/{sid}/characters", {"id": "late", "name": "Latecomer"}, content_type=JSON)
+    _sync(client, sid, ("m1", "now"))
+
+    result = session_fork(sid)
+
+    child = result.session.id
+    assert result.from_snapshot_id is None and result.parent_session_id == sid
+    assert sorted(Character.objects.filter(session_id=child).values_list("character_id", flat=True)) == [
+        "hero", "late", "npc-bell"]
+    assert list(ChatMessage.objects.filter(session_id=child).values_list("content", flat=True)) == ["now"]
+    fork_snapshot = Snapshot.objects.get(session_id=child)
+    assert (fork_snapshot.snapshot_id, fork_snapshot.parent_snapshot_id) == (result.fork_snapshot_id, "")
+
+
 def test_fork_refusals_leave_no_child(client, session, settings):
     sid = session["id"]
     snapshot = _snapshot(client, sid)
