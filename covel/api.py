@@ -3,16 +3,30 @@ from __future__ import annotations
 
 import logging
 
+from django.core.exceptions import SuspiciousOperation
 from django.http import Http404
+from django.http.multipartparser import MultiPartParserError
 from ninja import NinjaAPI
+from ninja.parser import Parser
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 
 from covel.errors import ApiError, error_response
+from covel.jsonbody import json_body_load
 
 logger = logging.getLogger("covel.api")
 
+class _JsonParser(Parser):
+    """Schema-bound bodies go through covel.jsonbody whatever their Content-Type (ninja parses the
+    body as JSON even for text/plain): no NUL, no unpaired surrogate, bounded depth."""
+
+    def parse_body(self, request):
+        cached = getattr(request, "covel_json", None)
+        return cached if cached is not None else json_body_load(request.body)
+
+
 api = NinjaAPI(
+    parser=_JsonParser(),
     title="Covel API",
     version="0.1.0",
     description="AI-driven interactive fiction server (spec 004).",
@@ -48,6 +62,18 @@ def _auth_error(request, exc):
 @api.exception_handler(Http404)
 def _not_found(request, exc):
     return error_response(404, str(exc) or "Not found", "not_found")
+
+
+@api.exception_handler(MultiPartParserError)
+def _multipart_error(request, exc):
+    # A malformed multipart body (bad boundary, undecodable part) is bad input, not a server fault.
+    return error_response(400, f"Malformed multipart body: {exc}", "invalid_request_body")
+
+
+@api.exception_handler(SuspiciousOperation)
+def _suspicious_request(request, exc):
+    # Django's request-shape refusals (too many fields/files, ...): 400 as Django itself answers them.
+    return error_response(400, "Bad request", "bad_request")
 
 
 @api.exception_handler(Exception)

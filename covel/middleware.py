@@ -5,8 +5,8 @@ loop (a sync-only middleware would pin one thread per open stream).
 """
 from __future__ import annotations
 
-import json
 import logging
+import re
 import time
 from urllib.parse import urlsplit
 
@@ -14,7 +14,8 @@ from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from covel.errors import error_response, is_envelope
+from covel.errors import ApiError, error_response, is_envelope
+from covel.jsonbody import json_body_load
 from covel.limits import PAYLOAD_TOO_LARGE, body_limit_bytes
 
 logger = logging.getLogger("covel.request")
@@ -125,7 +126,8 @@ class BodyLimitMiddleware(_BaseMiddleware):
 
 
 class JsonBodyMiddleware(_BaseMiddleware):
-    """JSON bodies on /api/ must be objects: malformed → 400 invalid_json_body, other → 400 invalid_request_body."""
+    """JSON bodies on /api/ must be objects: malformed → 400 invalid_json_body, other → 400
+    invalid_request_body, and storable (covel.jsonbody: no NUL / unpaired surrogate, bounded depth)."""
 
     def check(self, request):
         if not _is_api(request.path) or request.method not in _WRITE_METHODS:
@@ -137,12 +139,38 @@ class JsonBodyMiddleware(_BaseMiddleware):
         if not body.strip():
             return None
         try:
-            data = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
-            return error_response(400, f"Malformed JSON body: {exc}", "invalid_json_body")
+            data = json_body_load(body)
+        except ApiError as exc:
+            return error_response(exc.status, exc.message, exc.code, exc.details)
         if not isinstance(data, dict):
             return error_response(400, "Request body must be a JSON object", "invalid_request_body")
         request.covel_json = data
+        return None
+
+
+_SESSION_SEGMENT_RE = re.compile(r"^/api/(?:sessions|traces)/([^/]*)")
+
+
+class UrlNulMiddleware(_BaseMiddleware):
+    """NUL in the URL under /api/ (PostgreSQL text cannot hold it; spec 004 §响应格式约定: bad input
+    is a 4xx, never a 500). JSON bodies are checked by JsonBodyMiddleware / covel.jsonbody.
+
+    - NUL in the path: no resource can have such an id → 404 (``session_not_found`` when it is the
+      session segment of /api/sessions/:id… or /api/traces/:id…, else ``not_found``).
+    - NUL in a query parameter name or value → 400 ``invalid_query``.
+    """
+
+    def check(self, request):
+        if not _is_api(request.path):
+            return None
+        if "\x00" in request.path:
+            match = _SESSION_SEGMENT_RE.match(request.path)
+            if match and "\x00" in match.group(1):
+                return error_response(404, f"Session not found: {match.group(1)!r}", "session_not_found")
+            return error_response(404, f"Not found: {request.method} {request.path!r}", "not_found")
+        for key, values in request.GET.lists():
+            if "\x00" in key or any("\x00" in v for v in values):
+                return error_response(400, "Query parameters must not contain NUL characters", "invalid_query")
         return None
 
 

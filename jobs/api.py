@@ -1,12 +1,15 @@
 """HTTP endpoints of this app (one ninja Router, mounted at /api/ by covel.api): the AI endpoints
-of spec 004 AI 生成 — model probes (jobs/ai.py) and world generation (jobs/worldgen.py)."""
+of spec 004 AI 生成 — model probes (jobs/ai.py) and world generation (jobs/worldgen.py) — and the
+runtime job endpoints of spec 004 §Staged Runtime 后台作业 (session-scoped, ``auth=session_scope``)."""
 from __future__ import annotations
 
 from django.http import StreamingHttpResponse
 from ninja import Router
+from ninja.responses import Status
 
 from jobs import ai, worldgen
-from sessions.api_scope import request_json
+from jobs import schemas as job_schemas, selectors as job_selectors, services as job_services
+from sessions.api_scope import request_json, session_scope
 from sessions.auth import require_operator
 
 router = Router(tags=["ai"])
@@ -49,3 +52,30 @@ def generate_world(request):
     response["Cache-Control"] = "no-cache, no-transform"
     response["X-Accel-Buffering"] = "no"
     return response
+
+
+# --- runtime jobs ------------------------------------------------------------------------------
+
+RUNTIME_JOB_TAGS = ["runtime-jobs"]
+
+
+@router.get("/sessions/{session_id}/runtime-jobs", auth=session_scope, tags=RUNTIME_JOB_TAGS)
+def list_runtime_jobs(request, session_id: str):
+    """200 {items: [RuntimeJob]} ordered by enqueuedAt, jobId; never the internal payload."""
+    job_services.jobs_reap_maybe()
+    return {"items": [job_schemas.runtime_job_out(j) for j in job_selectors.runtime_job_list(request.auth.pk)]}
+
+
+@router.post("/sessions/{session_id}/runtime-jobs/{job_id}/cancel", auth=session_scope, tags=RUNTIME_JOB_TAGS)
+def cancel_runtime_job(request, session_id: str, job_id: str):
+    """200 the cancelled job; 409 runtime_job_not_cancellable; 503 session_busy."""
+    job = job_services.runtime_job_cancel(session_id=request.auth.pk, job_id=job_id)
+    return job_schemas.runtime_job_out(job)
+
+
+@router.post("/sessions/{session_id}/runtime-jobs/{job_id}/retry", auth=session_scope, tags=RUNTIME_JOB_TAGS,
+             response={202: dict})
+def retry_runtime_job(request, session_id: str, job_id: str):
+    """202 the new queued job; 409 runtime_job_not_retryable / session_not_active; 429 background_queue_full."""
+    job = job_services.runtime_job_retry(session=request.auth, job_id=job_id)
+    return Status(202, job_schemas.runtime_job_out(job))

@@ -7,9 +7,10 @@ from django.db import models
 
 
 class RuntimeJob(models.Model):
-    """A runtime run outside the player's turn. ``status``: queued → claimed → running → committing →
-    done | failed | orphaned. ``fencing_token`` grows with every claim; a commit carrying an older
-    token is refused by the database write."""
+    """A runtime run outside the player's turn. ``status`` (spec 004): queued → claimed → running →
+    committing → succeeded | failed, or timed_out | cancelled | stale | orphaned (jobs.schemas).
+    ``fencing_token`` grows with every claim; a commit carrying an older token is refused by the
+    database write. ``error``: ``{"reason", "message"?}``. Only jobs/services.py writes it."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     session = models.ForeignKey("covel_sessions.Session", on_delete=models.CASCADE, related_name="runtime_jobs")

@@ -7,7 +7,6 @@ Other plugin_app endpoints (plugin data) live in api_plugin_data.py.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from django.conf import settings
@@ -15,6 +14,7 @@ from ninja import Router
 from ninja.responses import Status
 
 from covel.errors import ApiError
+from covel.jsonbody import json_body_load
 from plugins_app import install, st_import
 from plugins_app import plugin_services as services
 from plugins_app.errors import StImportError
@@ -71,10 +71,10 @@ def _validate(request, kind: str) -> dict:
         if upload.size > MAX_UPLOAD_BYTES:
             raise ApiError(413, "payload_too_large", "Upload exceeds 20 MiB")
         return services.validate_upload(kind, upload.read()).as_dict()
-    try:
-        body = json.loads(request.body or b"null")
-    except (ValueError, UnicodeDecodeError):
-        raise ApiError(400, "invalid_json_body", "Body is not valid JSON")
+    if request.content_type == "multipart/form-data":
+        # The multipart parser consumed the stream: there is no JSON body to fall back to.
+        raise ApiError(400, "invalid_request", "Send the package .zip in the multipart field `file`")
+    body = json_body_load(request.body or b"null")
     if not isinstance(body, dict) or "source" not in body:
         raise ApiError(400, "invalid_request", "Send a multipart field `file` or JSON {source}")
     home = Path(settings.COVEL_HOME)
@@ -108,9 +108,11 @@ def _install_source(request, kind: str, install_upload, install_path) -> dict:
     if request.content_type == "multipart/form-data":
         raise ApiError(400, "invalid_request", f"Send the {kind} .zip in the multipart field `file`")
     try:
-        body = json.loads(request.body or b"null")
-    except (ValueError, UnicodeDecodeError):
-        raise ApiError(400, "invalid_request", f"Send the {kind} .zip in the multipart field `file`")
+        body = json_body_load(request.body or b"null")
+    except ApiError as exc:
+        if exc.code != "invalid_json_body":
+            raise
+        raise ApiError(400, "invalid_request", f"Send the {kind} .zip in the multipart field `file`") from None
     source = body.get("source") if isinstance(body, dict) else None
     if not isinstance(source, dict) or source.get("kind") != "path":
         raise ApiError(400, "invalid_request", f"Send the {kind} .zip in the multipart field `file`, or JSON {{source: {{kind: path, path}}}}")

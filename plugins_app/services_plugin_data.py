@@ -40,6 +40,27 @@ class ReservedNamespace(ApiError):
         super().__init__(message=f"Namespace is reserved for the kernel: {namespace}")
 
 
+class InvalidLocation(ApiError):
+    """400: the namespace or key is longer than its column (128 / 256 characters); nothing is written."""
+
+    status = 400
+    code = "invalid_plugin_data_key"
+
+    def __init__(self, name: str, limit: int) -> None:
+        super().__init__(message=f"{name} must be at most {limit} characters")
+
+
+NAMESPACE_MAX, KEY_MAX = 128, 256
+
+
+def location_check(namespace: str, key: str) -> None:
+    """Raise InvalidLocation (400) when namespace > 128 or key > 256 characters (the PluginData columns)."""
+    if len(namespace) > NAMESPACE_MAX:
+        raise InvalidLocation("namespace", NAMESPACE_MAX)
+    if len(key) > KEY_MAX:
+        raise InvalidLocation("key", KEY_MAX)
+
+
 def value_size_bytes(value: Any) -> int:
     """UTF-8 byte length of the value's compact JSON serialization."""
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
@@ -63,11 +84,13 @@ def plugin_data_put(*, session_id: str, plugin_id: str, namespace: str, key: str
     """Insert or replace one value; bumps ``version``; appends ``plugin-data.changed``
     ``{pluginId, namespace, key, op: "put", version}`` in the same transaction.
 
-    Raises ReservedNamespace (403) unless allow_reserved (kernel writers only), ValueTooLarge (413).
+    Raises ReservedNamespace (403) unless allow_reserved (kernel writers only), InvalidLocation (400),
+    ValueTooLarge (413).
     Call inside the caller's transaction when part of a bigger write (it nests).
     """
     if not allow_reserved:
         namespace_check_writable(namespace)
+    location_check(namespace, key)
     value_check(value)
     with transaction.atomic():
         row = PluginData.objects.select_for_update().filter(

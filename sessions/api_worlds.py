@@ -7,13 +7,12 @@ sessions/world_selectors.py.
 """
 from __future__ import annotations
 
-import json
-
 from django.http import FileResponse, HttpResponse, HttpResponseNotModified
 from ninja import Router
 from ninja.responses import Status
 
 from covel.errors import ApiError
+from covel.jsonbody import json_body_load
 from sessions import world_selectors as selectors
 from sessions import world_services as services
 from sessions.auth import require_operator
@@ -69,10 +68,7 @@ def export_world_dimensions(request, world_id: str, format: str = "yaml"):
 @router.post("/worlds/{world_id}/dimensions/import")
 def import_world_dimensions(request, world_id: str):
     require_operator(request)  # hosted tiers: global world writes need the operator token
-    try:
-        payload = json.loads(request.body or b"null")
-    except (ValueError, UnicodeDecodeError):
-        raise ApiError(400, "invalid_json_body", "Body is not valid JSON")
+    payload = json_body_load(request.body or b"null")
     return services.world_dimensions_replace(world_id=world_id, payload=payload)
 
 

@@ -55,6 +55,12 @@ AUTO_ADVANCE_MIN, AUTO_ADVANCE_MAX = 0, 10
 DELETE_LEASE = timedelta(minutes=10)
 MESSAGE_ROLES = ("user", "assistant", "system", "tool")
 CHARACTER_ID_MAX, CHARACTER_NAME_MAX, CHARACTER_DESCRIPTION_MAX, CHARACTER_ALIASES_MAX = 160, 256, 65536, 32
+LORE_OVERRIDE_MAX = 500_000  # characters (spec 004 loreOverride: 最多 500000 字符)
+# Integer columns (version, priority, insertion order) are 32-bit on PostgreSQL: values outside are a
+# 400, never a database error.
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+# Column widths of ChatMessage.turn_id and LorebookEntry.title / position.
+MESSAGE_TURN_ID_MAX, LORE_TITLE_MAX, LORE_POSITION_MAX = 64, 256, 32
 # Traditional-script regions: zh-TW must not fall back to a zh-CN (Hans) version (spec: 同语言、同文字).
 _HANT_REGIONS = {"TW", "HK", "MO"}
 
@@ -210,8 +216,8 @@ def session_create(
         raise InvalidRequest(code="invalid_seat_role", message="seatRole must be player, host or spectator")
     if auto_advance_limit is not None:
         _auto_advance_check(auto_advance_limit)
-    if lore_override is not None and not isinstance(lore_override, str):
-        raise InvalidRequest(code="invalid_lore_override", message="loreOverride must be a string")
+    if lore_override is not None and (not isinstance(lore_override, str) or len(lore_override) > LORE_OVERRIDE_MAX):
+        raise InvalidRequest(code="invalid_lore_override", message="loreOverride must be a string of at most 500000 characters")
 
     world: ResolvedWorld | None = None
     if world_id:
@@ -482,7 +488,7 @@ def seat_update(session_id: str, seat_id: str, *, current_character_id: str) -> 
 def messages_sync(session_id: str, messages: Any) -> int:
     """POST /api/sessions/:id/messages/sync: append messages idempotently by stable id.
 
-    messages: ``[{role, content, id?, createdAt?, turnId?, runtimeId?, block?}]``; role in
+    messages: ``[{role, content, id? (≤160), createdAt?, turnId? (≤64), runtimeId?, block?}]``; role in
     user/assistant/system/tool (400 otherwise). Ids already stored are skipped; a message without an
     id gets a new one every time. All in one transaction under the session lock; the session must be
     active (409 session_not_active). Returns how many were appended.
@@ -509,6 +515,8 @@ def messages_sync(session_id: str, messages: Any) -> int:
                 created_at = created_at.replace(tzinfo=dt_timezone.utc)
         metadata = {k: message[k] for k in ("runtimeId", "block") if k in message}
         turn_id = message.get("turnId")
+        if isinstance(turn_id, str) and len(turn_id) > MESSAGE_TURN_ID_MAX:
+            raise InvalidRequest(code="invalid_message", message=f"messages[{index}].turnId must be a string of at most 64 characters")
         parsed.append((message_id or f"msg-{uuid.uuid4()}", role, content, created_at,
                        turn_id if isinstance(turn_id, str) else "", metadata))
     with transaction.atomic():
@@ -566,8 +574,8 @@ def character_payload_validate(payload: Any) -> dict[str, Any]:
     out["fields"] = fields
     if "version" in payload:
         version = payload["version"]
-        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-            raise CharacterRejected(message="version must be a positive integer")
+        if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= INT32_MAX:
+            raise CharacterRejected(message="version must be a positive 32-bit integer")
         out["version"] = version
     if payload.get("createdAt") is not None:
         try:
@@ -630,8 +638,8 @@ _LORE_ENTRY_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,159}$")
 
 
 def lorebook_payload_validate(payload: Any, *, entry_id: str | None = None) -> dict[str, Any]:
-    """``{id?, title?, keys?, content, enabled?, priority?, strategy?, position?, insertionOrder?,
-    extra?}`` → normalized fields. Raises InvalidRequest (400)."""
+    """``{id?, title? (≤256), keys?, content, enabled?, priority? (int32), strategy?, position? (≤32),
+    insertionOrder? (int32), extra?}`` → normalized fields. Raises InvalidRequest (400)."""
     if not isinstance(payload, dict):
         raise InvalidRequest(code="invalid_request_body", message="body must be an object")
     entry = payload.get("id", entry_id) if entry_id is None else entry_id
@@ -648,12 +656,13 @@ def lorebook_payload_validate(payload: Any, *, entry_id: str | None = None) -> d
     strategy = payload.get("strategy", "selective" if keys else "constant")
     if strategy not in ("constant", "selective"):
         raise InvalidRequest(code="invalid_lorebook_entry", message="strategy must be constant or selective")
-    for name, kind in (("title", str), ("position", str)):
-        if name in payload and not isinstance(payload[name], kind):
-            raise InvalidRequest(code="invalid_lorebook_entry", message=f"{name} must be a string")
+    for name, limit in (("title", LORE_TITLE_MAX), ("position", LORE_POSITION_MAX)):
+        if name in payload and (not isinstance(payload[name], str) or len(payload[name]) > limit):
+            raise InvalidRequest(code="invalid_lorebook_entry", message=f"{name} must be a string of at most {limit} characters")
     for name in ("priority", "insertionOrder"):
-        if name in payload and (isinstance(payload[name], bool) or not isinstance(payload[name], int)):
-            raise InvalidRequest(code="invalid_lorebook_entry", message=f"{name} must be an integer")
+        if name in payload and (isinstance(payload[name], bool) or not isinstance(payload[name], int)
+                                or not INT32_MIN <= payload[name] <= INT32_MAX):
+            raise InvalidRequest(code="invalid_lorebook_entry", message=f"{name} must be a 32-bit integer")
     if "enabled" in payload and not isinstance(payload["enabled"], bool):
         raise InvalidRequest(code="invalid_lorebook_entry", message="enabled must be a boolean")
     if "extra" in payload and not isinstance(payload["extra"], dict):

@@ -4,7 +4,10 @@ from __future__ import annotations
 from typing import Any
 
 from ninja import Schema
-from pydantic import ConfigDict
+from pydantic import ConfigDict, Field
+
+# World.name is a varchar(256): longer names are a 400, not a database error.
+WORLD_NAME_MAX = 256
 
 
 class WorldIn(Schema):
@@ -13,7 +16,7 @@ class WorldIn(Schema):
     model_config = ConfigDict(extra="ignore")
 
     id: str | None = None
-    name: str
+    name: str = Field(max_length=WORLD_NAME_MAX)
     description: str | None = None
     locale: str | None = None
     lore: str | None = None
@@ -26,7 +29,7 @@ class WorldPatch(Schema):
 
     model_config = ConfigDict(extra="ignore")
 
-    name: str | None = None
+    name: str | None = Field(default=None, max_length=WORLD_NAME_MAX)
     description: str | None = None
     locale: str | None = None
     lore: str | None = None

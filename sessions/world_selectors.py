@@ -34,6 +34,12 @@ def world_packages_list() -> list[wp.WorldPackage]:
 
 
 def world_package_get(world_id: str) -> wp.WorldPackage | None:
+    """The loadable package world ``world_id`` (builtin first, then user), or None.
+
+    Ids that are not world ids (``..``, over-long, path characters) name no package and never
+    reach the file system."""
+    if not isinstance(world_id, str) or not wp.WORLD_ID_RE.match(world_id):
+        return None
     for directory, source in ((builtin_worlds_dir(), wp.SOURCE_FILE), (wp.user_worlds_dir(settings.COVEL_HOME), wp.SOURCE_USER)):
         root = Path(directory) / world_id
         if (root / wp.WORLD_FILE).is_file():

@@ -2,12 +2,11 @@
 §Actions（SSE 桥接）, §刷新与未完成回合恢复). One ninja Router, mounted at /api/ by covel.api."""
 from __future__ import annotations
 
-import json
-
 from django.http import StreamingHttpResponse
 from ninja import Router
 
 from covel.errors import ApiError
+from covel.jsonbody import json_body_load
 from sessions.auth import session_get_authorized
 from turns import control, errors, services
 from turns.errors import SessionIncarnationChanged
@@ -43,10 +42,7 @@ def _request_body(request) -> object:
         return cached
     if not request.body.strip():
         raise ApiError(400, errors.INVALID_ACTION_REQUEST, "Request body is required")
-    try:
-        return json.loads(request.body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ApiError(400, "invalid_json_body", f"Malformed JSON body: {exc}") from None
+    return json_body_load(request.body)
 
 
 @router.post("/actions", openapi_extra=_ACTIONS_OPENAPI, response={200: None})
@@ -128,7 +124,4 @@ def steer_session_turn(request, session_id: str):
 def _steer_body(request) -> object:
     if not request.body.strip():
         return None
-    try:
-        return json.loads(request.body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ApiError(400, "invalid_json_body", f"Malformed JSON body: {exc}") from None
+    return json_body_load(request.body)

@@ -81,6 +81,7 @@ MIDDLEWARE = [
     "covel.middleware.OriginCheckMiddleware",
     "covel.middleware.BodyLimitMiddleware",
     "covel.middleware.JsonBodyMiddleware",
+    "covel.middleware.UrlNulMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -146,7 +147,16 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_ON_FAILURE_OR_TIMEOUT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Beat: executions whose worker died (no heartbeat, session lock free) become interrupted.
-CELERY_BEAT_SCHEDULE = {"turns-reap-executions": {"task": "turns.reap_executions", "schedule": 30.0}}
+CELERY_BEAT_SCHEDULE = {
+    "turns-reap-executions": {"task": "turns.reap_executions", "schedule": 30.0},
+    # Runtime jobs whose lease expired become orphaned; queue timeouts; lost queued jobs re-sent.
+    "jobs-reap-runtime-jobs": {"task": "jobs.reap_runtime_jobs", "schedule": 15.0},
+}
+# Runtime jobs (spec 004 §Staged Runtime 后台作业): lease length (renewed every third of it),
+# how often the embedded shape reaps opportunistically, when an idle queued job is sent again.
+COVEL_JOB_LEASE_SECONDS = env_int("COVEL_JOB_LEASE_SECONDS", 30, minimum=1)
+COVEL_JOB_REAP_INTERVAL_SECONDS = env_int("COVEL_JOB_REAP_INTERVAL_SECONDS", 15, minimum=1)
+COVEL_JOB_REQUEUE_AFTER_SECONDS = env_int("COVEL_JOB_REQUEUE_AFTER_SECONDS", 120, minimum=1)
 
 # Session lock (spec 004 §多进程部署的会话锁): wait bound before 503 session_busy.
 COVEL_SESSION_LOCK_TIMEOUT_SECONDS = env_int("COVEL_SESSION_LOCK_TIMEOUT_SECONDS", 30, minimum=0)
@@ -184,3 +194,6 @@ COVEL_PACKAGE_ROOTS = env_list("COVEL_PACKAGE_ROOTS")
 # trusted sources: comma-separated GitHub owners or owner/repo.
 COVEL_TRACE_RETENTION_DAYS = env_int("COVEL_TRACE_RETENTION_DAYS", None, minimum=0)  # type: ignore[arg-type]
 COVEL_TRUSTED_SOURCES = env_str("COVEL_TRUSTED_SOURCES")
+if DEPLOYMENT_TIER in ("demo", "commercial") and not COVEL_MEDIA_TOKEN_SECRET:
+    # Spec 004 §存储模式说明: hosted tiers refuse to start without the media token secret.
+    raise ImproperlyConfigured(f"DEPLOYMENT_TIER={DEPLOYMENT_TIER} requires COVEL_MEDIA_TOKEN_SECRET.")

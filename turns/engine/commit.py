@@ -9,13 +9,18 @@ a rejected proposal of an optional runtime next to committed story prose drops o
 runtime's writes (``proposal.failed``); in a turn without story prose (setup, manual) or for a
 story runtime, it fails the whole commit (nothing is written). Failed/suspended runtimes never
 contribute proposals.
+
+``CommitPlan.in_transaction`` hooks run inside the same transaction (after the TurnResult, before
+the session events are appended): the detached runtimes' job rows are written this way, and a
+runtime job's commit checks its fencing token there (jobs app). A hook gets the locked Session,
+returns extra events, and raises CommitFailed to roll the whole turn back.
 """
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from django.db import IntegrityError, transaction
 
@@ -27,6 +32,8 @@ from turns.engine.tools import proposals as P
 from turns.events import NewEvent, session_events_append
 
 TURN_COMPLETED = "turn.completed"
+#: RuntimeResult status of a detached runtime handed to a runtime job (turns.engine.schedule).
+STATUS_DEFERRED = "deferred"
 
 
 class CommitFailed(Exception):
@@ -68,6 +75,8 @@ class CommitPlan:
     count_player_turn: bool = False
     lore_override: str | None = None
     summary: dict[str, Any] = field(default_factory=dict)
+    #: Called inside the commit transaction with the locked Session; returns extra NewEvents.
+    in_transaction: list[Callable[[Any], list[NewEvent]]] = field(default_factory=list)
 
 
 @dataclass
@@ -150,7 +159,7 @@ def turn_commit(*, session_id: str, plan: CommitPlan, results: list[RuntimeResul
             RuntimeOutput.objects.bulk_create([
                 RuntimeOutput(session=session, output_id=str(uuid.uuid4()), turn_id=turn.turn_id, plugin_id=r.plugin_id,
                               runtime_id=r.runtime_id, status=r.status, output=_runtime_output_json(r, session), full_prompt=r.prompt)
-                for r in results
+                for r in results if r.status != STATUS_DEFERRED
             ])
             summary = {**plan.summary, "runtimeResults": [r.summary() for r in results]}
             if failed:
@@ -177,6 +186,8 @@ def turn_commit(*, session_id: str, plan: CommitPlan, results: list[RuntimeResul
             TurnResult.objects.create(session=session, execution_id=plan.execution_id, turn_id=turn.turn_id, origin=turn.origin,
                                       committed=True, player_turn_index=player_turn_index,
                                       input_message_id=plan.player_input.message_id if plan.player_input else "", summary=summary)
+            for hook in plan.in_transaction:
+                ctx.events.extend(hook(session))
             for item in failed:
                 tracer.emit(T.PROPOSAL_FAILED, item, turn_id=turn.turn_id, plugin_id=item["pluginId"], runtime_id=item["runtimeId"])
             T.trace_rows_write(session_id, plan.trace_id, tracer.take_records())

@@ -8,6 +8,12 @@ events, ``narrative.delta`` (ephemeral), post-commit domain events, and finally 
 continuation's data when one ran. A rejection found inside the lock (input_already_committed,
 interaction errors, session not active) emits a single ``error.occurred`` instead and returns
 ``rejected=True``; nothing is written then. The engine never raises for a runtime failure.
+
+Detached runtimes (turns.engine.schedule) become runtime jobs: the turn's commit writes their
+RuntimeJob rows through ``jobs.services.runtime_jobs_enqueue`` in the same transaction. A job
+worker then calls ``runtime_job_execute(job_id)`` (runs the runtime with the job's frozen inputs
+and settings; no lock, no commit) and, holding the session lock, ``runtime_job_commit(run,
+in_transaction=hook)`` (one transaction; the hook checks the job's fencing token).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from turns.engine.runtime import (
     STATUS_SUCCESS,
     TurnInfo,
 )
-from turns.engine.schedule import turn_runtimes_run
+from turns.engine.schedule import DeferredResult, runtime_run, turn_runtimes_run
 from turns.engine.setup import setup_all_done, setup_states_settle
 from turns.engine.snapshot import session_snapshot_load
 from turns.engine.tools.context import CancelToken
@@ -46,6 +52,9 @@ TYPE_START_SESSION = "start_session"
 TYPE_RETRY_TURN = "retry_turn"
 TYPE_RETRY_RUNTIME = "retry_runtime"
 TYPE_RETRY_FAILED_RUNTIMES = "retry_failed_runtimes"
+#: TurnResult / turn origin of a runtime job's background turn.
+ORIGIN_DETACHED = "detached"
+ACTIVATION_STAGE = "stage"
 
 
 @dataclass
@@ -288,6 +297,9 @@ class _Runner:
                                    **({"playerInput": {"actions": player_input.actions, "messageId": player_input.message_id}} if player_input else {})})
         failed_ids = [r.runtime_id for r in results if r.status == STATUS_FAILED]
         versions = _plugin_versions(env)
+        deferred = [r for r in results if isinstance(r, DeferredResult)]
+        if deferred:
+            plan.in_transaction.append(_jobs_enqueue_hook(self._deferred_jobs(env, turn, deferred, versions)))
         setup_ids = _setup_runtime_ids(env)
         max_counts = {r.id: r.trigger.max_trigger_count for r in env.runtimes() if r.stage == "setup"}
         phase_became_playing = False
@@ -332,6 +344,21 @@ class _Runner:
                                turn_id=turn.turn_id)
         return _TurnOutcome(committed=True, phase_became_playing=phase_became_playing, failed_runtime_ids=failed_ids)
 
+    def _deferred_jobs(self, env: ExecutionEnv, turn: TurnInfo, deferred: list[DeferredResult],
+                       versions: dict[str, str | None]) -> list[dict[str, Any]]:
+        """Job specs of the detached runtimes with everything frozen at this turn (spec 004 §Turn
+        执行: upstream results, source execution, model and settings)."""
+        return [{
+            "jobId": r.job_id, "pluginId": r.plugin_id, "runtimeId": r.runtime_id,
+            "payload": {
+                "origin": {"activation": ACTIVATION_STAGE, "sourceTurnId": turn.turn_id,
+                           "sourceExecutionId": str(self.execution.pk), "sourceRuntimeId": r.runtime_id},
+                "stage": r.stage, "inputs": r.inputs, "logicalTurn": turn.logical_turn, "playerMessage": turn.player_message,
+                "locale": env.snapshot.locale, "model": env.request_model, "userSettings": env.user_settings.get(r.plugin_id, {}),
+                "sourceTraceId": self.trace_id, "pluginVersion": versions.get(r.plugin_id), "completion": r.completion,
+            },
+        } for r in deferred]
+
     def _completed(self, *, committed: bool, turn_id: str, origin: str, abort_reason: str | None = None,
                    error: dict[str, Any] | None = None, failed: list[str] | None = None) -> ExecutionOutcome:
         payload: dict[str, Any] = {"committed": committed, "turnId": turn_id, "origin": origin}
@@ -355,4 +382,97 @@ class _TurnOutcome:
     failed_runtime_ids: list[str] = field(default_factory=list)
 
 
+def _jobs_enqueue_hook(jobs: list[dict[str, Any]]):
+    def hook(session) -> list:
+        from jobs.services import runtime_jobs_enqueue
 
+        return runtime_jobs_enqueue(session=session, jobs=jobs)
+
+    return hook
+
+
+class RuntimeJobRejected(Exception):
+    """The job's runtime cannot run any more (its plugin or runtime is no longer active)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class RuntimeJobRun:
+    """A runtime job's runtime, run and not yet committed. execution_id: the background execution
+    identity (also the trace id of its rows); turn: the background turn (origin ``detached``)."""
+
+    job_id: str
+    session_id: str
+    execution_id: str
+    turn: TurnInfo
+    result: Any
+    plan: CommitPlan
+    tracer: T.Tracer
+
+
+def runtime_job_execute(
+    job_id: str,
+    *,
+    sink: T.EventSink | None = None,
+    cancel: CancelToken | None = None,
+    plugin_registry: Any = None,
+    model_router: ModelRouter | None = None,
+) -> RuntimeJobRun:
+    """Run the runtime of one claimed runtime job (``jobs.models.RuntimeJob``) without the session
+    lock and without committing: a new background turn (``kind`` main, origin ``detached``, the
+    source turn's logical turn and player message), the job payload's frozen ``inputs``,
+    ``userSettings`` and ``model``, against the committed session state. Frames go to ``sink``
+    (default: kept in memory); trace rows are written by the commit.
+    Raises RuntimeJobRejected when the plugin or runtime is no longer active in the session.
+    Never raises for a runtime failure (``run.result.status`` is ``failed``).
+    """
+    from jobs.models import RuntimeJob
+    from sessions.models import Session
+
+    job = RuntimeJob.objects.get(pk=job_id)
+    payload = dict(job.payload or {})
+    session = Session.objects.get(pk=job.session_id)
+    if plugin_registry is None:
+        from sessions.catalog import plugin_registry as registry_default
+
+        plugin_registry = registry_default()
+    if model_router is None:
+        config, _error = model_config_active(settings.COVEL_HOME, path=settings.COVEL_LLM_TOML)
+        model_router = ModelRouter(config)
+    execution_id = str(uuid.uuid4())
+    tracer = T.Tracer(sink or T.RecordingSink(), trace_id=execution_id, session_id=session.id)
+    snapshot = session_snapshot_load(session)
+    records = _plugin_records(plugin_registry, snapshot.active_plugins)
+    runtime = next((r for p in records for r in p.manifest.runtimes if r.id == job.runtime_id), None)
+    if runtime is None:
+        raise RuntimeJobRejected("runtime_not_active", f"Runtime is not active in this session: {job.runtime_id}")
+    tool_registry, executor = tools_for_registry(plugin_registry)
+    frozen_settings = {job.plugin_id: payload.get("userSettings") or {}}
+    env = ExecutionEnv(snapshot=snapshot, plugin_registry=plugin_registry, plugins=records, tool_registry=tool_registry,
+                       executor=executor, router=model_router, tracer=tracer, request_model=payload.get("model") or None,
+                       cancel=cancel or CancelToken(),
+                       user_settings=_user_settings(records, snapshot.world.metadata, frozen_settings))
+    origin = payload.get("origin") or {}
+    turn = TurnInfo(turn_id=str(uuid.uuid4()), kind="main", origin=ORIGIN_DETACHED,
+                    player_message=payload.get("playerMessage"),
+                    logical_turn=int(payload.get("logicalTurn") or snapshot.completed_player_turns + 1))
+    tracer.emit(T.EXECUTION_STARTED, {"turnId": turn.turn_id, "origin": ORIGIN_DETACHED, "phase": snapshot.phase, "kind": "main",
+                                      "jobId": job_id}, turn_id=turn.turn_id)
+    result = runtime_run(env, runtime, turn, inputs=dict(payload.get("inputs") or {}))
+    plan = CommitPlan(turn=turn, execution_id=None, trace_id=execution_id,
+                      summary={"origin": ORIGIN_DETACHED, "kind": "main", "jobId": job_id,
+                               "sourceTurnId": origin.get("sourceTurnId")})
+    return RuntimeJobRun(job_id=job_id, session_id=session.id, execution_id=execution_id, turn=turn, result=result,
+                         plan=plan, tracer=tracer)
+
+
+def runtime_job_commit(run: RuntimeJobRun, *, in_transaction) -> Any:
+    """Commit a runtime job's result in one transaction (``turn_commit``); the caller holds the
+    session lock. ``in_transaction(session) -> [NewEvent]`` runs inside it (the job's fencing
+    check and terminal state). Returns the CommitOutcome; raises CommitFailed (nothing written)."""
+    run.plan.in_transaction = [in_transaction]
+    return turn_commit(session_id=run.session_id, plan=run.plan, results=[run.result], tracer=run.tracer)

@@ -7,17 +7,27 @@ threads. A runtime sees the successful upstream results of this execution: their
 through its state view, their outputs as ``io.inputs``. A failed or skipped ``needs`` target
 skips the dependant (``dependency-failed``); ``after`` only orders. Dependency cycles fail the
 runtimes on the cycle.
+
+Detached runtimes (``schedule.detached`` / ``completion.mode: detached``, spec 004 §Turn 执行): in a
+main turn, a safe one — a function runtime in post-turn/audit that no other selected runtime
+depends on (a leaf) — does not run. When it becomes ready its ``io.inputs`` are resolved (frozen)
+and it yields a ``DeferredResult`` (status ``deferred``, a pre-allocated ``job_id``); the turn's
+commit turns it into a runtime job (jobs app). An unsafe declaration runs in the foreground and
+leaves a ``runtime.detach.rejected`` trace row (the diagnostic). ``runtime_run`` runs one runtime
+outside a turn schedule (the runtime job worker).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 from plugins_app.manifests import STAGES, RuntimeManifest
 from turns.engine import trace as T
 from turns.engine.agent import agent_runtime_run, is_story_runtime
+from turns.engine.commit import STATUS_DEFERRED
 from turns.engine.env import ExecutionEnv
 from turns.engine.function import function_runtime_run, guard_run
 from turns.engine.runtime import (
@@ -40,6 +50,26 @@ SKIP_MISSING_INPUT = "missing-input"
 SKIP_START_TURN = "start-turn"
 SKIP_INTERVAL = "interval"
 SKIP_ABORTED = "aborted"
+
+DETACHABLE_STAGES = ("post-turn", "audit")
+#: Trace-only diagnostic: a detached declaration that failed the safety check ran in the foreground.
+RUNTIME_DETACH_REJECTED = "runtime.detach.rejected"
+
+
+@dataclass
+class DeferredResult(RuntimeResult):
+    """A detached runtime handed to a runtime job instead of running in the turn.
+
+    inputs: its ``io.inputs`` resolved from this execution (frozen into the job's payload);
+    job_id: the RuntimeJob id the turn's commit creates. Contributes no proposals.
+    """
+
+    inputs: dict[str, Any] = field(default_factory=dict)
+    job_id: str = ""
+    completion: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        return {**super().summary(), "jobId": self.job_id}
 
 
 def runtimes_select(env: ExecutionEnv, turn: TurnInfo) -> list[tuple[RuntimeManifest, str | None]]:
@@ -183,10 +213,72 @@ def _skipped(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo, reason
     return result
 
 
+def _referenced_ids(runtime: RuntimeManifest) -> tuple[set[str], set[str]]:
+    """(runtime ids, output contracts) that ``runtime`` names in needs / after / io.inputs."""
+    ids: set[str] = set()
+    contracts: set[str] = set()
+    sources = list(runtime.needs) + list(runtime.after)
+    sources += [b.get("from") for b in runtime.inputs.values() if isinstance(b, dict) and isinstance(b.get("from"), dict)]
+    for item in sources:
+        if isinstance(item.get("runtime"), str):
+            ids.add(item["runtime"])
+        if isinstance(item.get("contract"), str):
+            contracts.add(item["contract"])
+    return ids, contracts
+
+
+def detach_unsafe_reason(runtime: RuntimeManifest, selected: list[RuntimeManifest]) -> str | None:
+    """Why a detached declaration must run in the foreground, or None when it is safe to defer
+    (spec 004 §Turn 执行: only post-turn / audit function leaf runtimes)."""
+    if runtime.runtime_type != "function" or runtime.function is None:
+        return "not-a-function-runtime"
+    if runtime.stage not in DETACHABLE_STAGES:
+        return "stage-not-detachable"
+    for other in selected:
+        if other.id == runtime.id:
+            continue
+        ids, contracts = _referenced_ids(other)
+        if runtime.id in ids or (runtime.output_contract and runtime.output_contract in contracts):
+            return "not-a-leaf"
+    return None
+
+
+def _detachable(env: ExecutionEnv, turn: TurnInfo, selected: list[tuple[RuntimeManifest, str | None]]) -> set[str]:
+    if turn.kind != "main":
+        return set()
+    runnable = [r for r, reason in selected if reason is None]
+    out: set[str] = set()
+    for runtime in runnable:
+        if not runtime.is_detached:
+            continue
+        reason = detach_unsafe_reason(runtime, runnable)
+        if reason is None:
+            out.add(runtime.id)
+        else:
+            env.tracer.emit(RUNTIME_DETACH_REJECTED, {"runtimeId": runtime.id, "pluginId": runtime.plugin_id, "reason": reason},
+                            turn_id=turn.turn_id, plugin_id=runtime.plugin_id, runtime_id=runtime.id, forward=False)
+    return out
+
+
+def _deferred(runtime: RuntimeManifest, inputs: dict[str, Any]) -> DeferredResult:
+    return DeferredResult(runtime_id=runtime.id, plugin_id=runtime.plugin_id, stage=runtime.stage, status=STATUS_DEFERRED,
+                          run_id=str(uuid.uuid4()), inputs=inputs, job_id=str(uuid.uuid4()),
+                          completion=dict(runtime.completion))
+
+
+def runtime_run(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo, *, inputs: dict[str, Any],
+                upstream_texts: list[str] | None = None) -> RuntimeResult:
+    """Run one runtime outside a stage schedule (a runtime job): ``inputs`` are its frozen
+    ``io.inputs``; it sees the committed session state only. Emits runtime.started/completed."""
+    return _run_one(env, runtime, turn, [], inputs, list(upstream_texts or []))
+
+
 def turn_runtimes_run(env: ExecutionEnv, turn: TurnInfo) -> list[RuntimeResult]:
-    """Select and run the turn's runtimes; returns results in completion order by stage."""
+    """Select and run the turn's runtimes; returns results in completion order by stage.
+    Safe detached runtimes yield a DeferredResult instead of running (module docstring)."""
     selected = runtimes_select(env, turn)
     manifests = {r.id: r for r, _ in selected}
+    detachable = _detachable(env, turn, selected)
     results: dict[str, RuntimeResult] = {}
     ordered: list[RuntimeResult] = []
     for runtime, reason in selected:
@@ -226,6 +318,10 @@ def turn_runtimes_run(env: ExecutionEnv, turn: TurnInfo) -> list[RuntimeResult]:
                 inputs, missing = inputs_resolve(runtime, results, manifests)
                 if missing is not None:
                     results[runtime.id] = _skipped(env, runtime, turn, f"{SKIP_MISSING_INPUT}:{missing}")
+                    ordered.append(results[runtime.id])
+                    continue
+                if runtime.id in detachable:
+                    results[runtime.id] = _deferred(runtime, inputs)
                     ordered.append(results[runtime.id])
                     continue
                 jobs.append((runtime, inputs))
