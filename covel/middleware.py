@@ -157,7 +157,7 @@ class UrlNulMiddleware(_BaseMiddleware):
 
     - NUL in the path: no resource can have such an id → 404 (``session_not_found`` when it is the
       session segment of /api/sessions/:id… or /api/traces/:id…, else ``not_found``).
-    - NUL in a query parameter name or value → 400 ``invalid_query``.
+    - NUL in a query parameter name or value → 400 ``invalid_query`` (``invalid_cursor`` for ``cursor``).
     """
 
     def check(self, request):
@@ -170,6 +170,8 @@ class UrlNulMiddleware(_BaseMiddleware):
             return error_response(404, f"Not found: {request.method} {request.path!r}", "not_found")
         for key, values in request.GET.lists():
             if "\x00" in key or any("\x00" in v for v in values):
+                if key == "cursor":  # no cursor we issue holds NUL: the spec's code for foreign cursors
+                    return error_response(400, "Invalid cursor", "invalid_cursor")
                 return error_response(400, "Query parameters must not contain NUL characters", "invalid_query")
         return None
 

@@ -47,7 +47,7 @@ async def stream_events(request):
     raw_cursor = (request.GET.get("lastEventId") or request.headers.get("Last-Event-ID") or "").strip() or None
     start = await sync_to_async(event_stream.stream_start)(request, session_id, raw_cursor)
     slot = event_stream.connection_registry.acquire(start.session_id)
-    return event_stream.EventStreamResponse(start, topics, slot)
+    return event_stream.EventStreamResponse(start, topics, slot, request)
 
 
 @router.post("/events/emit", summary="Inject an external event into a session's stream")

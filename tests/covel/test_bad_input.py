@@ -106,3 +106,17 @@ def test_session_create_with_unstorable_lore_override_writes_no_session(client, 
                            content_type="application/json")
     assert response.status_code == 400
     assert Session.objects.count() == 0
+
+
+def test_nul_in_a_cursor_keeps_the_cursor_code(client, session):
+    for path in ("messages/page", "snapshots"):
+        response = client.get(f"/api/sessions/{session['id']}/{path}?cursor=a%00b")
+        assert response.status_code == 400, path
+        assert response.json()["code"] == "invalid_cursor"
+
+
+def test_nul_in_a_records_filter_is_400(client, session):
+    for query in ("runtimeId=a%00", "pluginId=a%00", "type=a%00", "targetPluginId=a%00"):
+        path = "runtime-outputs" if "Id" in query and "target" not in query else "interaction-records"
+        response = client.get(f"/api/sessions/{session['id']}/{path}?{query}")
+        assert response.status_code == 400 and response.json()["code"] == "invalid_query", query

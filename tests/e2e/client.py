@@ -89,8 +89,10 @@ class ActionResult:
                  for f in self.frames if f.get("type") not in {"narrative.delta"}],
                 ensure_ascii=False,
             )
+        if len(body) > 8000:  # keep the head and the end (where failures and execution.completed are)
+            body = body[:3000] + " … " + body[-5000:]
         return (f"POST {self.base_url}/api/actions {json.dumps(self.request, ensure_ascii=False)}\n"
-                f"-> {self.status_code} {body[:6000]}")
+                f"-> {self.status_code} {body}")
 
 
 def _short(value: Any, limit: int = 400) -> Any:

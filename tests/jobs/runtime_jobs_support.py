@@ -33,6 +33,7 @@ TALLY_MANIFEST = textwrap.dedent(
 # config/sleepSeconds and config/explode (plugin data of the session) steer a run.
 TALLY_HANDLER = textwrap.dedent(
     """\
+    import os
     import time
 
 
@@ -44,7 +45,7 @@ TALLY_HANDLER = textwrap.dedent(
             raise RuntimeError("tally exploded")
         count = ctx.plugin_data.get("stats", "turns", 0) + 1
         ctx.plugin_data.set("stats", "turns", count)
-        return {"count": count, "heard": ctx.player_message}
+        return {"count": count, "heard": ctx.player_message, "pid": os.getpid()}
     """
 )
 

@@ -3,6 +3,7 @@
 embedded in-process worker; the job's claim, lease, fencing and reaping through jobs.services."""
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -53,7 +54,7 @@ def test_detached_runtime_becomes_a_job_that_runs_and_commits(api):
     assert job.status == "succeeded" and job.attempts == 1 and job.fencing_token == 1
     assert job.lease_owner == "" and job.lease_expires_at is None
     assert tally_count(session.id) == 1
-    assert job.result["output"] == {"count": 1, "heard": "Count me"}
+    assert job.result["output"] == {"count": 1, "heard": "Count me", "pid": os.getpid()}
     background = TurnResult.objects.get(session=session, turn_id=job.result["turnId"])
     assert background.origin == "detached" and background.committed is True
     assert job.payload["origin"] == {"activation": "stage", "sourceTurnId": source_turn,
