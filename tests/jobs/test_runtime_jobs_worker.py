@@ -68,7 +68,7 @@ def workers(settings):
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait(5)
-            if process.returncode not in (0, -signal.SIGTERM) or os.environ.get("DEBUG_WORKER_LOG"):
+            if process.returncode not in (0, -signal.SIGTERM):
                 print(log_path.read_text(errors="replace")[-4000:])
         app.conf.task_routes = old_routes
         app.amqp.flush_routes()
