@@ -17,4 +17,6 @@ on_asgi_startup()
 
 from turns.event_stream import EventStreamThreadContext  # noqa: E402
 
-application = ProtocolTypeRouter({"http": BodyLimitASGI(EventStreamThreadContext(django_asgi))})
+# EventStreamThreadContext outermost: once Django has sent a stream's head, nothing else stays on
+# the stack of an open event stream (README "Event fan-out").
+application = ProtocolTypeRouter({"http": EventStreamThreadContext(BodyLimitASGI(django_asgi))})

@@ -35,6 +35,18 @@ def _redis_ok() -> tuple[bool | None, str | None]:
         return False, f"{type(exc).__name__}: {exc}"
 
 
+def _pending_migrations() -> list[str]:
+    """Names of migrations on disk that the database has not applied (empty when up to date)."""
+    from django.db.migrations.executor import MigrationExecutor
+
+    try:
+        executor = MigrationExecutor(connection)
+        plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    except Exception as exc:
+        return [f"unknown ({type(exc).__name__})"]
+    return [f"{migration.app_label}.{migration.name}" for migration, _backwards in plan]
+
+
 def _applied_migrations() -> list[dict]:
     from django.db.migrations.recorder import MigrationRecorder
 
@@ -65,7 +77,8 @@ def health(request):
     """Status ok (200) or degraded (503) with the failing dependency under ``checks``."""
     db_ok, db_error = _database_ok()
     redis_ok, redis_error = _redis_ok()
-    healthy = db_ok and redis_ok is not False
+    pending = _pending_migrations() if db_ok else []
+    healthy = db_ok and redis_ok is not False and not pending
     vector = {"capable": False, "driver": "none", "modelCount": 0, "tableCount": 0}
     body = {
         "status": "ok" if healthy else "degraded",
@@ -91,12 +104,16 @@ def health(request):
         "vector": vector,
         "checks": {
             "database": {"ok": db_ok, **({"error": db_error} if db_error else {})},
+            "migrations": {"ok": not pending, **({"pending": pending} if pending else {})},
             **({"redis": {"ok": redis_ok, **({"error": redis_error} if redis_error else {})}} if redis_ok is not None else {}),
         },
     }
     if not healthy:
         broken = [name for name, ok in (("database", db_ok), ("redis", redis_ok)) if ok is False]
         # Non-2xx bodies carry the envelope's ``error`` next to the health fields.
-        body["error"] = f"Service degraded: {', '.join(broken)} unreachable"
+        if broken:
+            body["error"] = f"Service degraded: {', '.join(broken)} unreachable"
+        else:
+            body["error"] = "Service degraded: database schema is behind; run `manage.py migrate`"
         body["code"] = "service_degraded"
     return JsonResponse(body, status=200 if healthy else 503)

@@ -15,6 +15,9 @@ Shape of one web process:
 - Database reads run on a small fixed pool (``_DB_THREADS``); connect-time work runs
   thread-sensitive, which ``EventStreamThreadContext`` pins to one shared thread for all stream
   requests (otherwise Django would keep one idle thread per open stream).
+- Django serves a stream request only up to the response head (middleware, authorization,
+  limits); ``EventStreamThreadContext`` then streams the frames itself, so an open stream holds
+  no Django request, response or per-request tasks (memory per idle stream: README "Event fan-out").
 """
 from __future__ import annotations
 
@@ -365,7 +368,7 @@ class _Feed:
         self.epoch = epoch
         self.head = head  # newest seq loaded
         self.floor = head  # the buffer holds exactly floor+1 .. head
-        self.buffer: deque[_Row] = deque()
+        self.buffer: deque[_Row] | None = None  # created with the first row (most feeds stay idle)
         self.changed = asyncio.Event()
         self.refs = 0
         self.closed_reason: str | None = None
@@ -431,8 +434,11 @@ class _Feed:
             logger.exception("event feed of session %s could not read the log; next wake-up retries", self.session_id)
         finally:
             self._refreshing = False
+            self._task = None
 
     def _extend(self, rows: list[_Row]) -> None:
+        if self.buffer is None:
+            self.buffer = deque()
         for row in rows:
             if row.seq <= self.head:
                 continue
@@ -542,6 +548,15 @@ def _hub() -> _Hub:
 # The stream
 
 
+def _connected_frame(start: StreamStart, topics: frozenset[str] | None) -> bytes:
+    cursor = f"{start.epoch}:{start.seq}"
+    topic_list = sorted(topics) if topics else "all"
+    data = subscription_event(cursor, TOPIC_SYSTEM, TYPE_CONNECTED, start.session_id, {"topics": topic_list, "cursor": cursor})
+    # The spec's example puts topics/cursor at the top level of the connected frame; keep both.
+    data.update({"topics": topic_list, "cursor": cursor})
+    return frame_bytes(TYPE_CONNECTED, data)
+
+
 async def event_stream(start: StreamStart, topics: frozenset[str] | None, slot: ConnectionSlot) -> AsyncIterator[bytes]:
     """Frames of one subscriber: ``system.connected``; ``system.reset`` when the cursor could not be
     honoured; then every event after the cursor in seq order, filtered by ``topics``
@@ -554,14 +569,7 @@ async def event_stream(start: StreamStart, topics: frozenset[str] | None, slot: 
     try:
         session_id, epoch = start.session_id, start.epoch
         cursor = start.seq
-        topic_list = sorted(topics) if topics else "all"
-        connected = subscription_event(
-            f"{epoch}:{cursor}", TOPIC_SYSTEM, TYPE_CONNECTED, session_id,
-            {"topics": topic_list, "cursor": f"{epoch}:{cursor}"},
-        )
-        # The spec's example puts topics/cursor at the top level of the connected frame; keep both.
-        connected.update({"topics": topic_list, "cursor": f"{epoch}:{cursor}"})
-        yield frame_bytes(TYPE_CONNECTED, connected)
+        yield _connected_frame(start, topics)
         if start.reset_reason is not None:
             cursor = start.head
             yield _system_frame(TYPE_RESET, session_id, f"{epoch}:{cursor}", {"reason": start.reset_reason}, with_id=True)
@@ -652,16 +660,18 @@ class _Handoff:
     """A stream passed from the view (``EventStreamResponse``) to ``EventStreamThreadContext``.
 
     ``armed``: Django began sending our (empty) body; ``ready``: it sent the head and we held back
-    its end-of-body message, so the wrapper streams ``frames`` and owns ``slot``.
+    its end-of-body message, so the wrapper streams ``frames`` and owns ``slot``; ``gone``: Django
+    already received the client's disconnect.
     """
 
-    __slots__ = ("frames", "slot", "armed", "ready")
+    __slots__ = ("frames", "slot", "armed", "ready", "gone")
 
     def __init__(self) -> None:
         self.frames: AsyncIterator[bytes] | None = None
         self.slot: ConnectionSlot | None = None
         self.armed = False
         self.ready = False
+        self.gone = False
 
 
 async def _handoff_point(handoff: _Handoff) -> AsyncIterator[bytes]:
@@ -726,6 +736,12 @@ class EventStreamThreadContext:
             return await self.app(scope, receive, send)
         handoff = _Handoff()
 
+        async def receive_noting_disconnect():
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                handoff.gone = True
+            return message
+
         async def send_head(message):
             if handoff.armed and not handoff.ready and message["type"] == "http.response.body" and not message.get("more_body", False):
                 handoff.ready = True  # Django's end of our empty body: the stream continues below
@@ -734,12 +750,15 @@ class EventStreamThreadContext:
 
         try:
             async with ThreadSensitiveContext(executor=_sse_thread()):
-                await self.app({**scope, _HANDOFF: handoff}, receive, send_head)
+                await self.app({**scope, _HANDOFF: handoff}, receive_noting_disconnect, send_head)
         except BaseException:
             if handoff.slot is not None:
                 handoff.slot.release()
             raise
-        if handoff.ready:
+        del send_head, receive_noting_disconnect
+        if handoff.ready and not handoff.gone:
             await _stream_after_django(handoff, receive, send)
         elif handoff.slot is not None:
-            handoff.slot.release()  # the head never went out (client gone, or another response)
+            # The head never went out (client gone, or another response), or the client left
+            # while Django sent it: the stream never starts.
+            handoff.slot.release()

@@ -87,7 +87,7 @@ def action_request_parse(body: Any) -> ActionRequest:
         prefix = ["payload"] if "top" in locals() else []
         for issue in issues:
             issue["path"] = prefix + issue["path"]
-        message = f"Invalid action request: {'.'.join(prefix + where['path']) or 'body'}: {where['message']}"
+        message = f"Invalid action request: {'.'.join(where['path']) or 'body'}: {where['message']}"
         raise ActionRejected(errors.INVALID_ACTION_REQUEST, message, {"issues": issues}) from None
     canonical = json.dumps(
         {"type": top.type, "model": top.model, "payload": body.get("payload")}, sort_keys=True, ensure_ascii=False

@@ -124,3 +124,22 @@ def test_openapi_docs_are_served(client):
     assert client.get("/api/docs").status_code == 200
     schema = client.get("/api/openapi.json").json()
     assert "/api/health" in schema["paths"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_health_reports_a_database_behind_the_migrations(client):
+    from django.core.management import call_command
+
+    # given: the turns app rolled back to before its first migration
+    call_command("migrate", "turns", "zero", verbosity=0)
+    try:
+        # when
+        response = client.get("/api/health")
+    finally:
+        call_command("migrate", "turns", verbosity=0)
+    # then
+    assert response.status_code == 503
+    body = response.json()
+    assert body["checks"]["migrations"]["ok"] is False
+    assert "turns.0001_initial" in body["checks"]["migrations"]["pending"]
+    assert "migrate" in body["error"]

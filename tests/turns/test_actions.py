@@ -223,3 +223,17 @@ def test_malformed_json_is_rejected(api):
     assert response.status_code == 400
     assert response.json()["code"] == "invalid_json_body"
     assert json.loads(response.content)["error"]
+
+
+def test_invalid_payload_message_names_the_field_once(api):
+    # given: a submit_actions payload without its actions
+    session = session_make()
+    body = action_body(session.id)
+    body["payload"] = {"text": "hi"}
+    # when
+    response = post_action(api, body)
+    # then
+    payload = _rejected(response, 400, "invalid_action_request")
+    assert "payload.actions: Field required" in payload["error"]
+    assert "payload.payload" not in payload["error"]
+    assert ["payload", "actions"] in [issue["path"] for issue in payload["details"]["issues"]]
