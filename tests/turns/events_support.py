@@ -116,6 +116,7 @@ class AsgiSse:
         self.headers = headers or []
         self.client_ip = client_ip
         self.status: int | None = None
+        self.headers_out: dict[bytes, bytes] = {}
         self.body = b""
         self._frames: asyncio.Queue = asyncio.Queue()
         self._disconnect = asyncio.Event()
@@ -145,6 +146,7 @@ class AsgiSse:
         async def send(message):
             if message["type"] == "http.response.start":
                 self.status = message["status"]
+                self.headers_out = {k.lower(): v for k, v in message.get("headers", [])}
                 self._started.set()
             elif message["type"] == "http.response.body":
                 chunk = message.get("body", b"")

@@ -214,6 +214,33 @@ async def test_disconnect_releases_the_connection_slot():
     assert (during, event_stream.connection_registry.count(session.pk)) == (1, 0)
 
 
+async def test_django_finishes_the_request_once_the_head_is_sent_and_the_stream_goes_on():
+    # An open stream holds no Django request (memory per idle stream, README "Event fan-out"):
+    # request_finished fires (the request's DB connections are released) while frames keep coming.
+    from django.core.signals import request_finished
+
+    finished = []
+
+    def on_finished(**kwargs):
+        finished.append(True)
+
+    session = await db(make_session)
+    request_finished.connect(on_finished)
+    try:
+        async with AsgiSse(f"sessionId={session.pk}") as sse:
+            connected = await sse.frame()
+            finished_while_open = len(finished)
+            await db(append_events, session.pk, ["t.after"])
+            event = await sse.frame()
+            still_counted = event_stream.connection_registry.count(session.pk)
+    finally:
+        request_finished.disconnect(on_finished)
+    assert (sse.status, sse.headers_out[b"content-type"], sse.headers_out[b"cache-control"]) == (
+        200, b"text/event-stream; charset=utf-8", b"no-cache")
+    assert (connected.event, finished_while_open, event.event, still_counted) == ("system.connected", 1, "t.after", 1)
+    assert event_stream.connection_registry.count(session.pk) == 0
+
+
 async def test_deleting_the_session_ends_its_streams_with_a_reset():
     from sessions.models import Session
 
