@@ -101,7 +101,7 @@ class InProcessAwareTask(DjangoTask):
     abstract = True
 
     def apply_async(self, args=None, kwargs=None, task_id=None, **options):
-        if getattr(settings, "COVEL_INPROCESS_WORKER", False) and not self.app.conf.task_always_eager:
+        if settings.COVEL_INPROCESS_WORKER and not self.app.conf.task_always_eager:
             import uuid
 
             task_id = task_id or str(uuid.uuid4())

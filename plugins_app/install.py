@@ -228,7 +228,7 @@ def plugin_install_id(root: Path, *, extracted: Path | None) -> str | None:
 
 
 def _builtin_plugin_ids() -> set[str]:
-    configured = getattr(settings, "COVEL_BUILTIN_PLUGINS_DIR", None)
+    configured = settings.COVEL_BUILTIN_PLUGINS_DIR
     directory = Path(configured) if configured else BUILTIN_PLUGINS_DIR
     return {c.name for c in directory.iterdir() if c.is_dir() and (c / mf.PLUGIN_FILE).is_file()} if directory.is_dir() else set()
 

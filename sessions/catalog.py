@@ -68,7 +68,7 @@ _package_lock = threading.Lock()
 
 
 def _builtin_worlds_dir() -> Path | None:
-    configured = getattr(settings, "COVEL_BUILTIN_WORLDS_DIR", None)
+    configured = settings.COVEL_BUILTIN_WORLDS_DIR
     return Path(configured) if configured else None
 
 
@@ -137,5 +137,5 @@ def plugin_registry():
     """The process-wide PluginRegistry (cached; ``plugins_app.registry.registry_reset()`` rebuilds)."""
     from plugins_app.registry import registry_get
 
-    builtin = getattr(settings, "COVEL_BUILTIN_PLUGINS_DIR", None)
+    builtin = settings.COVEL_BUILTIN_PLUGINS_DIR
     return registry_get(covel_home=settings.COVEL_HOME, builtin_dir=Path(builtin) if builtin else None)

@@ -24,7 +24,7 @@ SUMMARY_METADATA_KEYS = ("source", "storage", "packageManaged", "generated", "co
 
 
 def builtin_worlds_dir() -> Path:
-    configured = getattr(settings, "COVEL_BUILTIN_WORLDS_DIR", None)
+    configured = settings.COVEL_BUILTIN_WORLDS_DIR
     return Path(configured) if configured else wp.BUILTIN_WORLDS_DIR
 
 

@@ -182,7 +182,7 @@ def control_request(execution_id: str, action: str, *, message: str | None = Non
             request["message"] = message
         eventbus.publish(control_channel(str(execution_id)), request)
         if timeout_seconds is None:
-            timeout_seconds = float(getattr(settings, "COVEL_CONTROL_ACK_SECONDS", ACK_SECONDS))
+            timeout_seconds = settings.COVEL_CONTROL_ACK_SECONDS
         answered.wait(timeout_seconds)
     finally:
         unsubscribe()
@@ -321,7 +321,7 @@ def provider_keys_from_request(request) -> dict[str, str]:
 
 
 def _uses_memory() -> bool:
-    return bool(getattr(settings, "COVEL_INPROCESS_WORKER", False))
+    return bool(settings.COVEL_INPROCESS_WORKER)
 
 
 def _memory_sweep(now: float) -> None:

@@ -45,9 +45,9 @@ INTERRUPTED_CODE = "execution_interrupted"
 # Seconds between worker heartbeats, and the silence after which a running execution whose
 # session lock is free counts as interrupted (its worker died). Queued executions get longer:
 # they may legitimately wait behind other sessions' turns on a busy queue.
-HEARTBEAT_SECONDS = float(getattr(settings, "COVEL_EXECUTION_HEARTBEAT_SECONDS", 5))
-STALE_SECONDS = float(getattr(settings, "COVEL_EXECUTION_STALE_SECONDS", 30))
-QUEUED_STALE_SECONDS = float(getattr(settings, "COVEL_EXECUTION_QUEUED_STALE_SECONDS", 600))
+HEARTBEAT_SECONDS = float(settings.COVEL_EXECUTION_HEARTBEAT_SECONDS)
+STALE_SECONDS = float(settings.COVEL_EXECUTION_STALE_SECONDS)
+QUEUED_STALE_SECONDS = float(settings.COVEL_EXECUTION_QUEUED_STALE_SECONDS)
 
 _INTERACTION_DEFAULT_KIND = {"choice": "say", "form": "act", "confirmation": "act"}
 

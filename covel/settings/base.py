@@ -197,3 +197,16 @@ COVEL_TRUSTED_SOURCES = env_str("COVEL_TRUSTED_SOURCES")
 if DEPLOYMENT_TIER in ("demo", "commercial") and not COVEL_MEDIA_TOKEN_SECRET:
     # Spec 004 §存储模式说明: hosted tiers refuse to start without the media token secret.
     raise ImproperlyConfigured(f"DEPLOYMENT_TIER={DEPLOYMENT_TIER} requires COVEL_MEDIA_TOKEN_SECRET.")
+
+# Abort/steer: how long the web process waits for the worker running the turn to acknowledge.
+COVEL_CONTROL_ACK_SECONDS = float(env_int("COVEL_CONTROL_ACK_SECONDS", 2, minimum=1, maximum=60))
+
+# Turn executions: worker heartbeat, and how long silence means the worker died (→ interrupted).
+COVEL_EXECUTION_HEARTBEAT_SECONDS = 5
+COVEL_EXECUTION_STALE_SECONDS = env_int("COVEL_EXECUTION_STALE_SECONDS", 30, minimum=5)
+COVEL_EXECUTION_QUEUED_STALE_SECONDS = env_int("COVEL_EXECUTION_QUEUED_STALE_SECONDS", 600, minimum=30)
+
+# Where builtin content is read from (None: the folders shipped in the project). Tests point these
+# at fixture packages.
+COVEL_BUILTIN_WORLDS_DIR = None
+COVEL_BUILTIN_PLUGINS_DIR = None

@@ -99,6 +99,7 @@ class Proc:
     log_path: Path
     popen: subprocess.Popen | None = None
     port: int | None = None
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def pid(self) -> int:
@@ -252,7 +253,7 @@ class Cluster:
         log = open(proc.log_path, "ab")
         try:
             proc.popen = subprocess.Popen(
-                proc.argv, cwd=REPO, env=self.env(), stdin=subprocess.DEVNULL, stdout=log,
+                proc.argv, cwd=REPO, env={**self.env(), **proc.env}, stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True,
             )
         finally:
@@ -280,6 +281,9 @@ class Cluster:
                   "--application-close-timeout", "10", "covel.asgi:application"],
             log_path=self.logs_dir / f"web-{index}.log",
             port=port,
+            # As deployed (deploy/): under ASGI every request runs in its own thread, so a persistent
+            # connection would outlive its request's thread; web processes close it per request.
+            env={"COVEL_DB_CONN_MAX_AGE": "0"},
         )
         return self._spawn(proc)
 
