@@ -74,3 +74,18 @@ def json_body_load(body: bytes | str) -> Any:
         raise ApiError(400, INVALID_JSON_BODY, "Malformed JSON body: nested too deeply") from None
     json_value_check(data)
     return data
+
+
+def json_type_name(value: Any) -> str:
+    """The JSON Schema type name of a decoded JSON value: null, boolean, number, string, array, object."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"

@@ -6,6 +6,7 @@ in discovery, and a single read of them answers 404.
 """
 from __future__ import annotations
 
+from covel.jsonbody import json_type_name
 from typing import Any
 
 from plugins_app.models import PluginData
@@ -56,18 +57,6 @@ def plugin_data_get(session, plugin_id: str, namespace: str, key: str) -> Plugin
     return PluginData.objects.filter(session=session, plugin_id=plugin_id, namespace=namespace, key=key).first()
 
 
-def _value_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
 
 
 def plugin_data_index(session, plugin_id: str) -> dict[str, Any]:
@@ -83,5 +72,5 @@ def plugin_data_index(session, plugin_id: str) -> dict[str, Any]:
         if group["latestUpdatedAt"] is None or updated > group["latestUpdatedAt"]:
             group["latestUpdatedAt"] = updated
         group["keys"].append({"key": row.key, "createdAt": _iso(row.created_at), "updatedAt": updated,
-                              "valueType": _value_type(row.value)})
+                              "valueType": json_type_name(row.value)})
     return {"sessionId": session.id, "pluginId": plugin_id, "namespaces": list(namespaces.values())}

@@ -5,6 +5,7 @@ Private framework fields (owner hash, incarnation nonce, deletion lease) never l
 """
 from __future__ import annotations
 
+from covel.jsonbody import json_type_name
 import base64
 import binascii
 import hashlib
@@ -380,22 +381,10 @@ def _fields_of(values: list[dict[str, Any]]) -> list[dict[str, str]]:
             continue
         for key, item in value.items():
             if key not in seen:
-                seen[key] = _json_type(item)
+                seen[key] = json_type_name(item)
     return [{"name": k, "type": t} for k, t in seen.items()]
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
 
 
 def session_state(session: Session) -> dict[str, Any]:
