@@ -9,10 +9,7 @@ Environment (all optional):
   COVEL_E2E_REDIS_URL       server URL without a database number, default redis://127.0.0.1:6379
   COVEL_E2E_REDIS_DBS       candidate Redis database numbers, default "2-14"; the first empty one
                             is claimed (SET NX of CLAIM_KEY) so that concurrent runs never share one
-  COVEL_E2E_SCHEMA          "migrate" (default: the real migrations, refused when models.py has
-                            changes without a migration) or "syncdb" (tables straight from models.py,
-                            like pytest --nomigrations; for iterating before migrations are generated)
-  COVEL_E2E_WORKER_CONCURRENCY  prefork children per Celery worker, default 3
+  COVEL_E2E_WORKER_CONCURRENCY  prefork children per Celery worker, default 2
   COVEL_E2E_KEEP_LOGS       "1" keeps the run directory (logs, COVEL_HOME) after teardown
 
 The database is named ``covel_e2e_<pid>`` and carries a comment with the host and pid; a run that
@@ -124,8 +121,7 @@ class Cluster:
     run_dir: Path
     pg_url: str = field(default_factory=lambda: os.environ.get("COVEL_E2E_PG_URL", "postgres://postgres@127.0.0.1:5432"))
     redis_server_url: str = field(default_factory=lambda: os.environ.get("COVEL_E2E_REDIS_URL", "redis://127.0.0.1:6379"))
-    schema_mode: str = field(default_factory=lambda: os.environ.get("COVEL_E2E_SCHEMA", "migrate"))
-    worker_concurrency: int = field(default_factory=lambda: int(os.environ.get("COVEL_E2E_WORKER_CONCURRENCY", "3")))
+    worker_concurrency: int = field(default_factory=lambda: int(os.environ.get("COVEL_E2E_WORKER_CONCURRENCY", "2")))
     db_name: str = field(default_factory=lambda: f"{DB_PREFIX}{os.getpid()}")
     redis_db: int | None = None
     web: list[Proc] = field(default_factory=list)
@@ -268,10 +264,8 @@ class Cluster:
             raise ClusterError(f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
 
     def schema_build(self) -> None:
-        """Migrate the run's database (or build it from models.py in COVEL_E2E_SCHEMA=syncdb)."""
-        if self.schema_mode not in {"migrate", "syncdb"}:
-            raise ClusterError(f"COVEL_E2E_SCHEMA must be migrate or syncdb, got {self.schema_mode!r}")
-        self._manage("-m", "tests.e2e.schema", self.schema_mode)
+        """Apply the real migrations to the run's database (refused when models.py is ahead of them)."""
+        self._manage("-m", "tests.e2e.schema", "migrate")
 
     def web_start(self, index: int) -> Proc:
         port = free_port()

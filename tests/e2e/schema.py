@@ -1,8 +1,8 @@
-"""Build the e2e database schema; run inside the cluster's environment (DATABASE_URL set).
+"""Migrate the e2e database; run inside the cluster's environment (DATABASE_URL set).
 
     python -m tests.e2e.schema migrate   # the real migrations; exit 3 when models.py has changes
-                                         # that no migration covers (the cluster would crash later)
-    python -m tests.e2e.schema syncdb    # tables straight from models.py (like pytest --nomigrations)
+                                         # that no migration covers (the cluster would run on a
+                                         # stale schema and /api/health would not report it)
 """
 from __future__ import annotations
 
@@ -10,16 +10,6 @@ import os
 import sys
 
 PENDING_EXIT_CODE = 3
-
-
-class _NoMigrations(dict):
-    """MIGRATION_MODULES value that disables every app's migrations (pytest-django's trick)."""
-
-    def __contains__(self, item):
-        return True
-
-    def __getitem__(self, item):
-        return None
 
 
 def pending_model_changes() -> list[str]:
@@ -47,7 +37,6 @@ def main(mode: str) -> int:
     import django
 
     django.setup()
-    from django.conf import settings
     from django.core.management import call_command
 
     if mode == "migrate":
@@ -56,16 +45,12 @@ def main(mode: str) -> int:
             sys.stderr.write(
                 "models.py has changes without migrations; the e2e cluster would run on a stale schema:\n  "
                 + "\n  ".join(pending)
-                + "\nGenerate the migrations (integrator), or set COVEL_E2E_SCHEMA=syncdb while iterating.\n"
+                + "\nGenerate the migrations (manage.py makemigrations) before running the e2e tests.\n"
             )
             return PENDING_EXIT_CODE
         call_command("migrate", interactive=False, verbosity=0)
         return 0
-    if mode == "syncdb":
-        settings.MIGRATION_MODULES = _NoMigrations()
-        call_command("migrate", interactive=False, run_syncdb=True, verbosity=0)
-        return 0
-    sys.stderr.write(f"usage: python -m tests.e2e.schema migrate|syncdb (got {mode!r})\n")
+    sys.stderr.write(f"usage: python -m tests.e2e.schema migrate (got {mode!r})\n")
     return 2
 
 

@@ -152,19 +152,10 @@ DIMENSION_RULE_INLINE_CHARS = 2000
 
 def dimension_rules_load(session_id: str) -> dict[str, str]:
     """``{dimensionId: updateRule}`` of the session's dimensions that declare a non-empty rule
-    (from the stored definitions; WorldDimension never carries rules). One query. Runtimes of a
-    stage run on worker threads: a connection this call had to open is closed again, so no
-    thread keeps one (the execution's own connection is left alone)."""
-    from django.db import connection
-
+    (from the stored definitions; WorldDimension never carries rules). One query."""
     from sessions.models import DimensionValue
 
-    opened_here = connection.connection is None
-    try:
-        rows = list(DimensionValue.objects.filter(session_id=session_id).order_by("id").values_list("dimension_id", "definition"))
-    finally:
-        if opened_here and not connection.in_atomic_block:
-            connection.close()
+    rows = DimensionValue.objects.filter(session_id=session_id).order_by("id").values_list("dimension_id", "definition")
     out: dict[str, str] = {}
     for dimension_id, definition in rows:
         rule = (definition or {}).get("updateRule") if isinstance(definition, dict) else None

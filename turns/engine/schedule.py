@@ -180,6 +180,18 @@ def inputs_resolve(runtime: RuntimeManifest, results: dict[str, RuntimeResult],
     return out, None
 
 
+def _run_one_in_thread(*args) -> RuntimeResult:
+    """_run_one on a pool thread of one stage; the DB connections that thread opened (trace
+    frames, handler reads) are closed when it finishes, so parallel runtimes never leave
+    connections behind (the pool's threads end with the stage)."""
+    from django.db import connections
+
+    try:
+        return _run_one(*args)
+    finally:
+        connections.close_all()
+
+
 def _run_one(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo, upstream, inputs, upstream_texts) -> RuntimeResult:
     run_id = str(uuid.uuid4())
     emit_payload = {"runtimeId": runtime.id, "pluginId": runtime.plugin_id, "stage": runtime.stage, "runId": run_id}
@@ -333,7 +345,7 @@ def turn_runtimes_run(env: ExecutionEnv, turn: TurnInfo) -> list[RuntimeResult]:
             elif jobs:
                 with concurrent.futures.ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_RUNTIMES, len(jobs)),
                                                            thread_name_prefix="runtime") as pool:
-                    futures = [(r, pool.submit(_run_one, env, r, turn, upstream, i, upstream_texts)) for r, i in jobs]
+                    futures = [(r, pool.submit(_run_one_in_thread, env, r, turn, upstream, i, upstream_texts)) for r, i in jobs]
                     for runtime, future in futures:
                         res = future.result()
                         results[runtime.id] = res
