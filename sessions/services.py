@@ -235,16 +235,24 @@ def session_create(
             extras["requestedLocale"] = requested_locale
 
     policy = world.plugin_policy if world else {}
-    if plugins is None:
-        plugins = _policy_defaults(policy)
     registry = plugin_registry()
+    unknown_world_plugins: list[str] = []
+    if plugins is None:
+        # The world's own defaults may name plugins this server does not have (packages written for
+        # another host): they are reported as unmet requirements, not a failed creation (issue 7).
+        defaults = _policy_defaults(policy)
+        unknown_world_plugins = [pid for pid in defaults if registry.get(pid) is None]
+        plugins = [pid for pid in defaults if registry.get(pid) is not None]
     required_contracts = [c for c in policy.get("requires") or [] if isinstance(c, str)]
     resolution = plugins_resolve(registry, requested=list(plugins), required_contracts=required_contracts, strict=True)
     providers = dimension_providers(registry, resolution.runnable)
     if len(providers) > 1:
         raise DimensionProviderConflict(providers)
-    if resolution.unmet_requirements:
-        extras["unmetRequirements"] = resolution.unmet_requirements
+    unmet = list(resolution.unmet_requirements) + [
+        {"pluginId": pid, "code": CODE_UNKNOWN_PLUGIN} for pid in unknown_world_plugins
+    ]
+    if unmet:
+        extras["unmetRequirements"] = unmet
     without_locale = [pid for pid in resolution.runnable if not _has_locale_text(registry.get(pid), session_locale)]
     if without_locale:
         extras["pluginsWithoutLocale"] = without_locale
@@ -338,6 +346,9 @@ def _contract_data_deliver(session: Session, world: ResolvedWorld, content: dict
                 if isinstance(declaration, dict) and contract in (declaration.get("accepts") or []):
                     PluginData.objects.update_or_create(session=session, plugin_id=plugin_id, namespace=namespace, key=key,
                                                         defaults={"value": value})
+
+
+CODE_UNKNOWN_PLUGIN = "unknown-plugin"
 
 
 def _policy_defaults(policy: dict[str, Any]) -> list[str]:
