@@ -60,3 +60,10 @@ class InteractionRecordAdmin(_ReadOnlyAdmin):
     list_display = ("interaction_id", "session", "turn_id", "type", "plugin_id", "status", "created_at")
     list_filter = ("type", "status")
     search_fields = ("interaction_id", "turn_id", "session__id")
+
+
+@admin.register(models.ExecutionFrame)
+class ExecutionFrameAdmin(_ReadOnlyAdmin):
+    list_display = ("execution", "index", "type", "turn_id", "is_final", "timestamp")
+    list_filter = ("type", "is_final")
+    search_fields = ("execution__id", "turn_id")

@@ -14,7 +14,8 @@ def test_both_web_processes_are_healthy_on_the_hosted_shape(cluster):
     for body in bodies:
         assert body["status"] == "ok", body
         assert body["storage"]["data"]["backend"] == "pg"
-        assert body["checks"] == {"database": {"ok": True}, "redis": {"ok": True}}
+        assert {"database", "redis"} <= set(body["checks"]), body["checks"]
+        assert all(check == {"ok": True} for check in body["checks"].values()), body["checks"]
     assert bodies[0]["bootId"] != bodies[1]["bootId"]
 
 
