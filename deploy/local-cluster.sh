@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Local hosted-shape cluster: 2 daphne web processes + 2 Celery workers (+ Flower) on the local
-# PostgreSQL and Redis.  Usage: deploy/local-cluster.sh start|stop|status
+# Local hosted-shape cluster: 2 daphne web processes + 2 Celery workers + Celery beat (+ Flower) on
+# the local PostgreSQL and Redis.  Usage: deploy/local-cluster.sh start|stop|status
 #
 #   WEB_PORTS      "3101 3102"                    ports of the daphne processes
 #   DATABASE_URL   postgres://postgres@127.0.0.1:5432/covel_cluster (created if missing)
@@ -56,12 +56,16 @@ case "${1:-}" in
       || psql "${DATABASE_URL%/*}/postgres" -c "CREATE DATABASE \"$db_name\"" >/dev/null
     "$VENV/bin/python" manage.py migrate --noinput -v0
     for port in $WEB_PORTS; do
-      start_one "web-$port" "$VENV/bin/daphne" -b 127.0.0.1 -p "$port" covel.asgi:application
+      # Under ASGI every request runs on its own thread: a persistent connection would outlive it.
+      start_one "web-$port" env COVEL_DB_CONN_MAX_AGE=0 "$VENV/bin/daphne" -b 127.0.0.1 -p "$port" \
+        --application-close-timeout 20 covel.asgi:application
     done
     for n in 1 2; do
       start_one "worker-$n" "$VENV/bin/celery" -A covel worker -n "covel-$n@%h" -Q turns,jobs,media,worldgen \
         --concurrency 2 --loglevel INFO
     done
+    # Exactly one beat: reaps executions whose worker died, expired runtime-job leases, retention.
+    start_one beat "$VENV/bin/celery" -A covel beat --schedule "$CLUSTER_DIR/celerybeat-schedule" --loglevel INFO
     if [ -n "$FLOWER_PORT" ]; then
       start_one flower "$VENV/bin/celery" -A covel flower --port="$FLOWER_PORT" --address=127.0.0.1
     fi
@@ -72,6 +76,7 @@ case "${1:-}" in
     # Graceful order: stop accepting requests, then let workers drain their turns (warm shutdown),
     # then the dashboard. Connections to the bus and the database close with each process.
     for port in $WEB_PORTS; do stop_one "web-$port" TERM 10; done
+    stop_one beat TERM 10
     for n in 1 2; do stop_one "worker-$n" TERM 60; done
     stop_one flower TERM 5
     ;;

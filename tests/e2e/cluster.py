@@ -1,5 +1,5 @@
-"""A real hosted-shape cluster for the end-to-end tests: 2 daphne + 2 Celery worker processes on a
-fresh PostgreSQL database and a dedicated Redis database.
+"""A real hosted-shape cluster for the end-to-end tests: 2 daphne + 2 Celery worker processes (and
+the one Celery beat) on a fresh PostgreSQL database and a dedicated Redis database.
 
 Nothing here runs in the pytest process except process management and health probes: every
 request of the tests goes over TCP to the daphne processes, every turn runs in a Celery worker.
@@ -126,6 +126,7 @@ class Cluster:
     redis_db: int | None = None
     web: list[Proc] = field(default_factory=list)
     workers: list[Proc] = field(default_factory=list)
+    beat: Proc | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
     _worker_serial: int = 0
 
@@ -296,6 +297,17 @@ class Cluster:
         self.workers.append(proc)
         return proc
 
+    def beat_start(self) -> Proc:
+        """Start the cluster's one Celery beat (reapers of dead executions and expired job leases)."""
+        proc = Proc(
+            name="beat",
+            argv=[sys.executable, "-m", "celery", "-A", "covel", "beat",
+                  "--schedule", str(self.run_dir / "celerybeat-schedule"), "--loglevel", "INFO"],
+            log_path=self.logs_dir / "beat.log",
+        )
+        self.beat = self._spawn(proc)
+        return proc
+
     def _wait_health(self, proc: Proc) -> None:
         deadline = time.monotonic() + HEALTH_TIMEOUT_SECONDS
         last = "no answer"
@@ -336,6 +348,7 @@ class Cluster:
             self.web = [self.web_start(index) for index in range(1, web_count + 1)]
             for _ in range(worker_count):
                 self.worker_start()
+            self.beat_start()
             for proc in self.web:
                 self._wait_health(proc)
             for proc in self.workers:
@@ -390,13 +403,14 @@ class Cluster:
         return problems
 
     def stop(self, *, check: bool = True) -> list[str]:
-        """Tear down in the hosted shape's order: web first (stop accepting), then the workers
+        """Tear down in the hosted shape's order: web first (stop accepting), beat, then the workers
         (SIGTERM = warm shutdown, running turns drain), then the stores (drop DB, flush Redis DB).
 
         Returns the problems found (processes that needed SIGKILL, leftovers); with ``check`` raises
         ClusterError when there are any.
         """
         problems = self._stop_group(self.web, signal.SIGTERM)
+        problems += self._stop_group([self.beat] if self.beat else [], signal.SIGTERM)
         problems += self._stop_group(list(self.workers), signal.SIGTERM)
         try:
             self.database_drop()
@@ -414,7 +428,8 @@ class Cluster:
 
     def logs(self) -> str:
         """Tails of every process log (for failure messages)."""
-        return "\n\n".join(f"== {proc.name} ==\n{proc.log_tail()}" for proc in [*self.web, *self.workers])
+        procs = [*self.web, *self.workers, *([self.beat] if self.beat else [])]
+        return "\n\n".join(f"== {proc.name} ==\n{proc.log_tail()}" for proc in procs)
 
 
 def cluster_new() -> Cluster:

@@ -1,7 +1,7 @@
 """End-to-end tests: real daphne and Celery processes on PostgreSQL and Redis (tests/e2e/cluster.py).
 
 They are collected only when COVEL_E2E=1 (``make e2e``), so ``make test`` stays fast. One cluster
-(2 web + 2 workers) serves the whole run; its teardown fails the run when a process had to be
+(2 web + 2 workers + beat) serves the whole run; its teardown fails the run when a process had to be
 killed or the database/Redis db was left behind.
 """
 from __future__ import annotations
@@ -69,7 +69,11 @@ def cluster(stalling_model):
     # User-installed world (scenario 2): copied the way an operator installs a world package.
     shutil.copytree(FIXTURE_WORLDS / "emberback", started.covel_home / "worlds" / "emberback")
     (started.covel_home / "llm.toml").write_text(llm_toml_text(stalling_model.base_url), encoding="utf-8")
-    started.start()
+    try:
+        started.start()  # on failure it tears down what it started; the error carries the log tails
+    except BaseException:
+        run_dir_remove(started)
+        raise
     try:
         yield started
     finally:

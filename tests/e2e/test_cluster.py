@@ -34,3 +34,4 @@ def test_both_workers_answer_on_the_broker(cluster):
     names = sorted(name for reply in replies for name in reply)
     assert len(names) == 2, replies
     assert all(proc.is_running() for proc in cluster.workers)
+    assert cluster.beat is not None and cluster.beat.is_running(), cluster.beat and cluster.beat.log_tail()

@@ -1,27 +1,43 @@
-"""Offline `scripted` model behaviour of affinity: +2 for each named NPC the player's action or
-this turn's narrative mentions (at most 5), else runtime-done."""
+"""Offline `scripted` model behaviour of affinity: the character the player's text addresses (by
+name or alias, read with narrator/story_kit.py) and who answers in this turn's story gains +3;
+with no one addressed, the first character the story shows gains +1 (the runtime must call the
+tool: `afterTools` keeps runtime-done off the first step); runtime-done when the story shows no one."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+_KIT: Any = None
+
+
+def kit() -> Any:
+    """narrator/story_kit.py, the helpers the scripted narrator writes with (loaded once by path)."""
+    global _KIT
+    if _KIT is None:
+        from plugins_app.registry import module_load_by_path
+
+        _KIT = module_load_by_path(Path(__file__).resolve().parents[1] / "narrator", "narrator", "story_kit.py")
+    return _KIT
 
 
 def changes(turn: dict[str, Any]) -> list[dict[str, Any]]:
-    zh = str(turn.get("locale") or "").lower().startswith("zh")
-    inputs = turn.get("inputs") or {}
-    narrative = inputs.get("narrative") or inputs.get("worldIR") or ""
-    text = f"{turn.get('player_message') or ''}\n{narrative if isinstance(narrative, str) else narrative}"
-    for c in turn.get("characters") or []:  # the hero's own name never counts as meeting someone
-        if c.get("type") == "player" and c.get("name"):
-            text = text.replace(c["name"], " ")
-    out = []
-    for c in turn.get("characters") or []:
-        if c.get("type") == "player" or not c.get("name"):
-            continue
-        if any(n and n in text for n in (c["name"], *(c.get("aliases") or []))):
-            out.append({"name": c["name"], "delta": 2,
-                        "reason": f"你和{c['name']}说上了话。" if zh else f"You spoke with {c['name']}."})
-    return out[:5]
+    k = kit()
+    zh = k.is_zh(turn.get("locale"))
+    chars = turn.get("characters") or []
+    message = str(turn.get("player_message") or "")
+    shown = [c for c in k.appeared(k.narrative_of(turn), chars, zh) if not k.absent(c)]
+    target = k.addressed(message, chars, zh) if message else None
+    hero = k.player(chars)
+    who = hero["name"] if hero else ("主角" if zh else "The hero")
+    if target is not None and target in shown:
+        reason = f"{who}当面向{target['name']}请教，对方答了话。" if zh else f"{who} came to {target['name']} directly and got an answer."
+        return [{"name": target["name"], "delta": 3, "reason": reason}]
+    if not shown:
+        return []
+    # no one addressed: the first character the story shows shared the scene with the hero
+    reason = f"{shown[0]['name']}和{who}一起经历了这一幕。" if zh else f"{shown[0]['name']} shared the moment with {who}."
+    return [{"name": shown[0]["name"], "delta": 1, "reason": reason}]
 
 
 def respond(turn: dict[str, Any]) -> dict[str, Any] | None:

@@ -2,20 +2,29 @@
 
 - player-init: one create-character-form call with characterName plus up to two of the world's
   string/enum attributes (enum → select defaulting to its first option), in the session locale.
-- character-tracker: one sync-characters batch creating the named newcomers the narrative
-  introduced (the scripted narrator writes "这时，<名字>从人群里挤过来——<描述>" /
-  "Then <Name> pushes through the crowd. <Description>"); an empty batch when there are none.
+- character-tracker: one sync-characters batch for the characters this turn's story actually
+  shows (full names of the session's characters, read with narrator/story_kit.py): nobody is
+  invented, so `creates` stays empty for a world whose cast is already loaded; the character the
+  player addressed gets its `attitude` field (when the schema has one) noting the talk and the
+  topic (the lorebook entry the narrator surfaced). An empty batch when nothing applies.
 """
 
 from __future__ import annotations
 
-import re
+from pathlib import Path
 from typing import Any
 
-_NEWCOMER = (
-    re.compile(r"这时，(?P<name>[^，。——]{1,12})从人群里挤过来——(?P<desc>[^。]*。)"),
-    re.compile(r"Then (?P<name>[A-Z][\w' -]{0,40}?) pushes through the crowd\. (?P<desc>[^.]*\.)"),
-)
+_KIT: Any = None
+
+
+def kit() -> Any:
+    """narrator/story_kit.py, the helpers the scripted narrator writes with (loaded once by path)."""
+    global _KIT
+    if _KIT is None:
+        from plugins_app.registry import module_load_by_path
+
+        _KIT = module_load_by_path(Path(__file__).resolve().parents[1] / "narrator", "narrator", "story_kit.py")
+    return _KIT
 
 
 def _zh(locale: str | None) -> bool:
@@ -55,19 +64,29 @@ def character_form(turn: dict[str, Any]) -> dict[str, Any]:
 
 
 def sync_batch(turn: dict[str, Any]) -> dict[str, Any]:
-    """sync-characters arguments: the narrative's newcomers that are not yet characters."""
-    narrative = (turn.get("inputs") or {}).get("narrative") or ""
-    if isinstance(narrative, dict):
-        narrative = narrative.get("narrativeOutput") or ""
-    known = {c.get("name") for c in turn.get("characters") or []}
-    known |= {a for c in turn.get("characters") or [] for a in c.get("aliases") or []}
-    creates = []
-    for pattern in _NEWCOMER:
-        for match in pattern.finditer(str(narrative)):
-            name = match.group("name").strip()
-            if name not in known and all(c["name"] != name for c in creates):
-                creates.append({"name": name, "type": "npc", "description": match.group("desc").strip()})
-    return {"creates": creates[:5], "updates": []}
+    """sync-characters arguments (see the module docstring)."""
+    k = kit()
+    zh = k.is_zh(turn.get("locale"))
+    narrative = k.narrative_of(turn)
+    chars = turn.get("characters") or []
+    hero = k.player(chars)
+    message = str(turn.get("player_message") or "")
+    target = k.addressed(message, chars, zh) if message else None
+    if not target or target not in k.appeared(narrative, chars, zh) or not hero:
+        return {"creates": [], "updates": []}
+    schema = turn.get("character_schema") or {}
+    if not any(isinstance(a, dict) and a.get("id") == "attitude" and a.get("type") == "string" for a in schema.get("attributes") or []):
+        return {"creates": [], "updates": []}
+    topics = k.lore_surfaced(narrative, turn.get("lorebook") or [], zh)
+    topic = k.title_of(topics[0]) if topics else ""
+    marker = "谈过" if zh else "Has spoken with"
+    old = [s for s in k.sentences(str((target.get("fields") or {}).get("attitude") or ""), zh) if marker not in s]
+    if zh:
+        note = f"和{hero['name']}谈过{('「' + topic + '」') if topic else '几句'}。"
+    else:
+        note = f"Has spoken with {hero['name']}" + (f" about {topic}." if topic else ".")
+    attitude = ("" if zh else " ").join([*old[:1], note])
+    return {"creates": [], "updates": [{"id": target["id"], "fields": {"attitude": attitude}}]}
 
 
 def respond(turn: dict[str, Any]) -> dict[str, Any] | None:

@@ -1,44 +1,53 @@
-"""Offline `scripted` model behaviour of codex: record the named newcomers and lore the scripted
-narrator wrote this turn as codex entries (character / lore), once per turn; runtime-done when
-nothing new is worth recording."""
+"""Offline `scripted` model behaviour of codex: at most 3 entries per turn, read from this turn's
+story with narrator/story_kit.py — the lorebook entry the narrator surfaced (category lore,
+titled by the entry's title or first key, its whole content) and the characters the story shows
+by full name (category character, titled by the name, the first sentences of their description).
+Titles already in `<existing-entries>` are not sent again (the tool would append content), and
+runtime-done when nothing new qualifies."""
 
 from __future__ import annotations
 
-import re
+from pathlib import Path
 from typing import Any
 
-_NEWCOMER = (
-    re.compile(r"这时，(?P<name>[^，。——]{1,12})从人群里挤过来——(?P<desc>[^。]*。)"),
-    re.compile(r"Then (?P<name>[A-Z][\w' -]{0,40}?) pushes through the crowd\. (?P<desc>[^.]*\.)"),
-)
-_LORE = (re.compile(r"想起镇上的说法：(?P<fact>.+?[。！？])"), re.compile(r"People here say: (?P<fact>.+?[.!?])(?=\s|$)"))
+_KIT: Any = None
 
 
-def _narrative(turn: dict[str, Any]) -> str:
-    value = (turn.get("inputs") or {}).get("narrative") or ""
-    if isinstance(value, dict):
-        value = value.get("narrativeOutput") or ""
-    if not value:  # fall back to the last assistant prose in the history the engine gave us
-        for message in reversed(turn.get("messages") or []):
-            if message.get("role") in ("assistant", "user") and message.get("content"):
-                return str(message["content"])
-    return str(value)
+def kit() -> Any:
+    """narrator/story_kit.py, the helpers the scripted narrator writes with (loaded once by path)."""
+    global _KIT
+    if _KIT is None:
+        from plugins_app.registry import module_load_by_path
+
+        _KIT = module_load_by_path(Path(__file__).resolve().parents[1] / "narrator", "narrator", "story_kit.py")
+    return _KIT
+
+
+def _existing(turn: dict[str, Any]) -> str:
+    """The `<existing-entries>` block of the system prompt ('' when absent)."""
+    for message in turn.get("messages") or []:
+        text = str(message.get("content") or "")
+        if message.get("role") == "system" and "<existing-entries>" in text:
+            return text.split("<existing-entries>", 1)[1].split("</existing-entries>", 1)[0]
+    return ""
 
 
 def entries(turn: dict[str, Any]) -> list[dict[str, Any]]:
-    zh = str(turn.get("locale") or "").lower().startswith("zh")
-    text = _narrative(turn)
+    k = kit()
+    zh = k.is_zh(turn.get("locale"))
+    text = k.narrative_of(turn)
+    existing = _existing(turn)
     out: list[dict[str, Any]] = []
-    for pattern in _NEWCOMER:
-        for m in pattern.finditer(text):
-            out.append({"category": "character", "title": m.group("name").strip(), "content": m.group("desc").strip()})
-    for pattern in _LORE:
-        for m in pattern.finditer(text):
-            fact = m.group("fact").strip()
-            title = re.split(r"[，,。.：:；;]", fact)[0][: 12 if zh else 40].strip()
-            if title:
-                out.append({"category": "lore", "title": title, "content": fact})
-    return out[:8]
+    for entry in k.lore_surfaced(text, turn.get("lorebook") or [], zh):
+        keys = [str(key) for key in entry.get("keys") or []][:5]
+        out.append({"category": "lore", "title": k.title_of(entry), "content": str(entry["content"]).strip(),
+                    "tags": [t[:30] for t in keys if t.strip()][:5]})
+    for c in k.appeared(text, turn.get("characters") or [], zh):
+        description = ("" if zh else " ").join(k.sentences(str(c.get("description") or ""), zh)[:2])
+        if description:
+            out.append({"category": "character", "title": c["name"], "content": description})
+    fresh = [e for e in out if f'"title": "{e["title"]}"' not in existing]
+    return fresh[:3]
 
 
 def respond(turn: dict[str, Any]) -> dict[str, Any] | None:

@@ -9,17 +9,32 @@
      an integer countdown field in the clock's unit ("minutes…", "…Left"/"剩余" with a minute
      clock) drops by the minutes that passed (`runtime-inputs.worldTime`), never below its
      minimum; otherwise `{id, reason}` (unchanged by its rule);
-  2. clue ledgers (a map of `{lead, status, note}` records, or an array of strings): the lore line
-     the scripted narrator surfaced ("People here say: …" / "想起镇上的说法：…") becomes a new
-     entry `lead-<n>` (n = entries + 1) with the first status option;
-  3. a plain integer dimension (generated "tension") rises by 5 when a named newcomer appears.
+  2. clue ledgers (a map of `{lead, status, note}` records, or an array of strings): the lorebook
+     entry the scripted narrator surfaced this turn (recognised by its first sentence with
+     narrator/story_kit.py) becomes a new record keyed by the entry's kebab-case id (`lead-<n>`
+     when that id is taken), lead = the entry's title, note = its first sentence(s) within the
+     schema's maxLength (never cut mid-word), with the first status option;
+  3. a plain integer dimension (generated "tension") rises by 5 when the story turned up a clue.
   Nothing applicable → `updates: []` ("no change").
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
+
+_KIT: Any = None
+
+
+def kit() -> Any:
+    """narrator/story_kit.py, the helpers the scripted narrator writes with (loaded once by path)."""
+    global _KIT
+    if _KIT is None:
+        from plugins_app.registry import module_load_by_path
+
+        _KIT = module_load_by_path(Path(__file__).resolve().parents[1] / "narrator", "narrator", "story_kit.py")
+    return _KIT
 
 _ATTRS = [
     ("calling", "营生", "Calling", "string", "bio"), ("origin", "来历", "Origin", "string", "bio"),
@@ -57,8 +72,6 @@ def schema_arguments(zh: bool) -> dict[str, Any]:
     return {"types": ["npc", "companion"], "attributes": attributes, "definitions": definitions}
 
 
-_LORE = (re.compile(r"想起镇上的说法：(?P<fact>.+?[。！？])"), re.compile(r"People here say: (?P<fact>.+?[.!?])(?=\s|$)"))
-_NEWCOMER = (re.compile(r"这时，[^，。——]{1,12}从人群里挤过来——"), re.compile(r"Then [A-Z][\w' -]{0,40}? pushes through the crowd\."))
 _CLOCK_WORDS = ("clock", "时钟")
 _COUNTDOWN_KEY = re.compile(r"(left|remaining|minutesTo|until)", re.I)
 
@@ -83,7 +96,7 @@ def _countdown_field(schema: dict[str, Any], unit: str) -> str | None:
     return None
 
 
-def _ledger_entry(schema: dict[str, Any], fact: str, zh: bool) -> dict[str, Any] | None:
+def _ledger_entry(schema: dict[str, Any], clue: dict[str, Any], zh: bool) -> dict[str, Any] | None:
     """A new `{lead, status, note}` record valid for a map-of-records schema, else None."""
     record = schema.get("additionalProperties")
     if schema.get("type") != "object" or not isinstance(record, dict):
@@ -94,9 +107,9 @@ def _ledger_entry(schema: dict[str, Any], fact: str, zh: bool) -> dict[str, Any]
         return None
     lead_max = int((props["lead"] or {}).get("maxLength") or 60)
     note_max = int((props["note"] or {}).get("maxLength") or 200)
-    title = re.split(r"[，,。.：:；;—]", fact)[0].strip() or fact
-    note = ("听来的说法，还没有人证实：" if zh else "Heard in passing, not yet confirmed: ") + fact
-    return {"lead": title[:lead_max], "status": status["enum"][0], "note": note[:note_max]}
+    k = kit()
+    note = ("听来的说法，还没有人证实：" if zh else "Heard tonight, not yet confirmed: ") + k.lore_quote(clue, zh, 1)
+    return {"lead": k.fit(k.title_of(clue), lead_max, zh), "status": status["enum"][0], "note": k.fit(note, note_max, zh)}
 
 
 def dimension_updates(turn: dict[str, Any]) -> dict[str, Any]:
@@ -106,8 +119,9 @@ def dimension_updates(turn: dict[str, Any]) -> dict[str, Any]:
     world_time = (turn.get("inputs") or {}).get("worldTime") or {}
     unit = str(world_time.get("unit") or "")
     elapsed = world_time.get("elapsedThisTurn") if isinstance(world_time.get("elapsedThisTurn"), int) else 0
-    fact = next((m.group("fact").strip() for p in _LORE for m in p.finditer(story)), "")
-    newcomer = any(p.search(story) for p in _NEWCOMER)
+    clues = kit().lore_surfaced(story, turn.get("lorebook") or [], zh)
+    clue = clues[0] if clues else None
+    fact = kit().lore_quote(clue, zh, 1) if clue else ""
     follows: list[str] = []
     updates: list[dict[str, Any]] = []
     for dim in turn.get("dimensions") or []:
@@ -130,24 +144,26 @@ def dimension_updates(turn: dict[str, Any]) -> dict[str, Any]:
                 updates.append({"id": dim["id"], "reason": "按规则，本回合的时间没有改变它。" if zh else "By its rule the time that passed leaves it unchanged."})
             continue
         if fact and isinstance(value, dict):
-            entry = _ledger_entry(schema, fact, zh)
+            entry = _ledger_entry(schema, clue, zh)
             if entry is not None and not any(isinstance(v, dict) and v.get("lead") == entry["lead"] for v in value.values()):
-                key = next(f"lead-{n}" for n in range(len(value) + 1, len(value) + 100) if f"lead-{n}" not in value)
+                ident = re.sub(r"[^a-z0-9]+", "-", str(clue.get("id") or "").lower()).strip("-")
+                key = ident if ident and ident not in value else next(
+                    f"lead-{n}" for n in range(len(value) + 1, len(value) + 100) if f"lead-{n}" not in value)
                 updates.append({"id": dim["id"], "changes": [{"path": key, "value": entry}],
                                 "reason": "故事里冒出了一条新线索。" if zh else "The story turned up a new lead."})
                 continue
         if fact and isinstance(value, list) and (schema.get("items") or {}).get("type") == "string":
             limit = int((schema.get("items") or {}).get("maxLength") or 80)
-            item = fact[:limit]
+            item = kit().fit(fact, limit, zh)
             if item not in value and len(value) < int(schema.get("maxItems") or 20):
                 updates.append({"id": dim["id"], "value": [*value, item],
                                 "reason": "故事里冒出了一条新线索。" if zh else "The story turned up a new lead."})
             continue
-        if newcomer and schema.get("type") == "integer" and isinstance(value, int):
+        if fact and schema.get("type") == "integer" and isinstance(value, int):
             high = int(schema.get("maximum", 100))
             if value < high:
                 updates.append({"id": dim["id"], "value": min(high, value + 5),
-                                "reason": "又有生人卷了进来。" if zh else "Another stranger is drawn in."})
+                                "reason": "又一条线索浮出水面。" if zh else "Another clue has surfaced."})
     return {"followsClock": follows, "updates": updates}
 
 

@@ -4,6 +4,9 @@
 clock-driven dimensions."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from plugins_app.models import PluginData
@@ -14,6 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 SAYS = ["我去码头看看那条船。", "我向裴照打听押纲官的下落。"]
 HERO = "林照"
+WORLD = Path(__file__).resolve().parents[3] / "sessions" / "worlds" / "yanhui-ferry"
 
 
 @pytest.fixture
@@ -51,20 +55,24 @@ def test_char_creator_form_guard_and_tracker_grow_the_cast(yanhui):
     assert not model_calls(answer_stream, "char-creator/player-init")
     hero = Character.objects.get(session_id=yanhui.id, type="player")
     assert hero.name == HERO and hero.fields["origin"] == "本镇人"
-    # the character tracker records one newcomer per story turn, once each
+    # the cast is the world's own plus the hero: the tracker invents nobody ...
+    cast = [c["name"] for c in json.loads((WORLD / "characters" / "characters.json").read_text(encoding="utf-8"))]
     names = list(Character.objects.filter(session_id=yanhui.id).order_by("id").values_list("name", flat=True))
-    assert names[-3:] == ["船工老周", "卖灯的阿莺", "更夫孙二"]
-    assert names.count("船工老周") == 1
+    assert sorted(names) == sorted([*cast, HERO])
+    # ... and records the talk with the character the player addressed
+    pei = Character.objects.get(session_id=yanhui.id, name="裴照")
+    assert pei.fields["attitude"].endswith(f"和{HERO}谈过「巡检司」。")
     last = yanhui.frames("character.upserted", 3)
-    assert [f["payload"]["character"]["name"] for f in last] == ["更夫孙二"]
+    assert [f["payload"]["character"]["name"] for f in last] == ["裴照"]
 
 
 def test_narrator_tells_the_turn_with_the_hero_and_the_cast(yanhui):
     turn = ChatMessage.objects.filter(session_id=yanhui.id, role="assistant").order_by("-id").first()
-    assert turn.content.startswith(f"{HERO}开口道：「{SAYS[1]}」")
-    assert "卖灯的阿莺看了林照一眼" in turn.content  # last turn's newcomer reacts
+    assert turn.content.startswith(f"{HERO}向裴照打听押纲官的下落。")  # first person told about the hero
+    assert "裴照冷硬寡言" in turn.content  # the addressed character answers, in their persona
+    assert "巡检司管雁回渡的缉捕与水上治安" in turn.content  # with lore about him, whole sentences
     opening = yanhui.frames("narrative.completed", 1)[0]["payload"]["text"]
-    assert opening.startswith("雁回渡・上元灯谜。正月十二五更")
+    assert opening.startswith("正月十二五更") and f"{HERO}是第一个跳上船的人" in opening
 
 
 def test_world_init_adopts_the_schema_and_moves_dimensions(yanhui):
@@ -78,9 +86,9 @@ def test_world_init_adopts_the_schema_and_moves_dimensions(yanhui):
     system = call["messages"][0]["content"]
     assert "## caseFile — 案卷" in system and "rule: 剩余时辰只随世界时钟减少" in system
     case_file = DimensionValue.objects.get(session_id=yanhui.id, dimension_id="caseFile")
-    leads = [k for k in case_file.value if k.startswith("lead-")]
-    assert len(leads) == 3 and case_file.version == 4  # opening + two turns
-    assert case_file.value[leads[-1]]["status"] == "unverified" and case_file.value[leads[-1]]["lead"]
+    leads = [k for k in case_file.value if k not in ("riddle-lantern", "pebble-chest", "sleeping-crew", "missing-officer")]
+    assert len(leads) == 3 and case_file.version == 4  # opening + two turns, one lorebook clue each
+    assert case_file.value["patrol-office"] == {**case_file.value["patrol-office"], "lead": "巡检司", "status": "unverified"}
     receipts = _data(yanhui.id, "world-init", "settlements")
     assert len(receipts) == 3 and all(r["status"] == "settled" for r in receipts.values())
 
@@ -88,13 +96,15 @@ def test_world_init_adopts_the_schema_and_moves_dimensions(yanhui):
 def test_codex_guide_and_affinity_record_the_turns(yanhui):
     entries = _data(yanhui.id, "codex", "entries")
     characters = sorted(v["title"] for v in entries.values() if v["category"] == "character")
-    assert characters == sorted(["船工老周", "卖灯的阿莺", "更夫孙二"])
-    assert len([v for v in entries.values() if v["category"] == "lore"]) == 3
+    assert {"小满", "裴照"} <= set(characters) and set(characters) <= {c.name for c in Character.objects.filter(session_id=yanhui.id)}
+    assert "巡检司" in [v["title"] for v in entries.values() if v["category"] == "lore"]
     assert any(p["type"] == "codex.entries" for f in yanhui.frames("ui.rendered", 3) for p in f["payload"]["block"]["parts"])
     guide = _data(yanhui.id, "guide", "guides")["latest"]
-    assert len(guide["prompts"]) == 3 and "裴照" in guide["decision"]  # the first one this turn names
+    names = {c.name for c in Character.objects.filter(session_id=yanhui.id, type="npc")}
+    assert len(guide["prompts"]) == 3 and any(n in guide["prompts"][0]["text"] for n in names)  # names a present character
     scores = {v["name"]: v["score"] for v in _data(yanhui.id, "affinity", "affinity").values()}
-    assert scores["卖灯的阿莺"] == 2 and scores["裴照"] >= 2  # met this turn / named by the player
+    assert scores["裴照"] == 3  # +3 for the character the player addressed
+    assert set(scores) <= names and all(v == 1 for n, v in scores.items() if n != "裴照")  # +1 for sharing a scene
 
 
 def test_world_time_context_and_advance_move_the_clock(yanhui):
@@ -114,6 +124,6 @@ def test_hollow_reach_clock_dimension_counts_down(client):
     tracker = [f["payload"]["input"] for f in played.frames("tool.calling") if f["payload"]["tool"] == "update-dimensions"]
     assert tracker[-1]["followsClock"] == ["night", "lamp"]
     evidence = DimensionValue.objects.get(session_id=played.id, dimension_id="evidence").value
-    assert sum(1 for k in evidence if k.startswith("lead-")) == 2
+    assert len(evidence) == 4 + 2  # the opening's clue and the turn's clue
     view = get_json(client, played, f"/api/sessions/{played.id}/view")
     assert view["dimensions"]["night"]["value"]["minutesToReef"] == 320

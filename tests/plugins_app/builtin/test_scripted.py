@@ -25,30 +25,36 @@ def _tools(*names: str) -> list[dict]:
 def test_story_turn_to_character_codex_and_guide(run_tool):
     world = yaml.safe_load((WORLD / "world.yaml").read_text(encoding="utf-8"))
     chars = json.loads((WORLD / "characters" / "characters.json").read_text(encoding="utf-8"))
-    characters = [{"id": c["id"], "name": c["name"], "type": "npc", "aliases": c.get("aliases", []), "fields": c["fields"]} for c in chars]
+    lorebook = yaml.safe_load((WORLD / "data" / "lorebook.yaml").read_text(encoding="utf-8"))
+    characters = [{"id": c["id"], "name": c["name"], "type": "npc", "aliases": c.get("aliases", []), "fields": c["fields"],
+                   "description": c["description"]} for c in chars]
     characters.append({"id": "player-x", "name": "林照", "type": "player", "aliases": []})
-    context = {"locale": "zh-CN", "is_story": True, "turn": 1, "player_message": "我去码头看看那条船", "action_kind": "act",
-               "world": {"name": world["name"], "summary": world["summary"], "lore": "雁回渡坐落在急弯处。水门二更落闸，五更开闸。"},
-               "characters": characters}
+    context = {"session_id": "s-1", "locale": "zh-CN", "is_story": True, "turn": 1, "player_message": "我向四娘打听漕帮的事",
+               "action_kind": "say", "world": {"name": world["name"], "summary": world["summary"], "lore": ""},
+               "lorebook": lorebook, "characters": characters, "character_schema": world["characterSchema"],
+               "messages": [{"role": "assistant", "content": "小满一声尖叫。"}]}
     prose = _script("narrator")(context)["text"]
-    assert prose.startswith("林照决定：我去码头看看那条船。")
-    assert "船工老周" in prose
+    assert prose.startswith("林照向四娘打听漕帮的事。韩四娘泼辣爽利")  # first person → the hero; the alias's owner answers
+    assert "漕帮是跑船的船户、纤夫结成的帮会，管着上下游的码头活计，也做些见不得光的买卖。" in prose  # keyed lore, whole sentences
+    assert _script("narrator")(context)["text"] == prose  # deterministic
 
     turn = {**context, "is_story": False, "inputs": {"narrative": prose}, "tools": _tools("sync-characters"), "tool_results": []}
     call = _script("char-creator")(turn)["tool_calls"][0]
-    assert call["name"] == "sync-characters"
-    assert [c["name"] for c in call["arguments"]["creates"]] == ["船工老周"]
+    assert call["name"] == "sync-characters" and call["arguments"]["creates"] == []
+    assert call["arguments"]["updates"] == [{"id": "npc-han-siniang", "fields": {"attitude": call["arguments"]["updates"][0]["fields"]["attitude"]}}]
+    assert call["arguments"]["updates"][0]["fields"]["attitude"].endswith("和林照谈过「漕帮」。")
 
     codex_call = _script("codex")({**turn, "tools": _tools("sync-codex-entries", "runtime-done")})["tool_calls"][0]
     outcome = run_tool("codex", "sync-codex-entries", codex_call["arguments"], locale="zh-CN")
     assert outcome.status == "success", outcome.envelope
-    assert "codex-船工老周" in outcome.content["created"]
+    assert [e["title"] for e in codex_call["arguments"]["entries"]][:2] == ["漕帮", "韩四娘"]
 
     guide_call = _script("guide")({**turn, "tools": _tools("generate-guide")})["tool_calls"][0]
     assert run_tool("guide", "generate-guide", guide_call["arguments"], locale="zh-CN").status == "success"
+    assert "韩四娘" in guide_call["arguments"]["prompts"][2]["text"]
 
     affinity_call = _script("affinity")({**turn, "tools": _tools("update-affinity", "runtime-done")})["tool_calls"][0]
-    assert affinity_call["name"] in ("update-affinity", "runtime-done")
+    assert affinity_call["arguments"]["changes"][0]["name"] == "韩四娘" and affinity_call["arguments"]["changes"][0]["delta"] == 3
 
 
 def test_character_form_for_a_builtin_world_passes_the_tool(run_tool):
