@@ -19,7 +19,7 @@ if not DATABASE_URL.startswith(("postgres://", "postgresql://")):
 STORE_BACKEND = "pg"
 DATABASES = {
     "default": dj_database_url.parse(
-        DATABASE_URL, conn_max_age=env_int("COVEL_DB_CONN_MAX_AGE", 60, minimum=0), conn_health_checks=True
+        DATABASE_URL, conn_max_age=env_int("COVEL_DB_CONN_MAX_AGE", 0, minimum=0), conn_health_checks=True
     )
 }
 CHANNEL_LAYERS = {

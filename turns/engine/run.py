@@ -319,7 +319,11 @@ class _Runner:
         else:
             if snapshot.phase == "setup" and setup_all_done(snapshot.setup_runtimes, setup_ids, versions):
                 plan.phase = "playing"
-            plan.count_player_turn = (turn.origin == ORIGIN_PLAYER and player_input is not None
+            # A retry_turn is a new main-loop turn on the committed context: it counts once it
+            # commits, input or not (spec 004 §Actions: 提交成功后玩家回合数加一); a recovered
+            # continuation has origin continuation and never counts.
+            plan.count_player_turn = (turn.origin == ORIGIN_PLAYER
+                                      and (player_input is not None or self.execution.type == TYPE_RETRY_TURN)
                                       and (plan.phase or snapshot.phase) == "playing")
         if story_failed:
             error = next(r.error for r in results if r.is_story and r.status == STATUS_FAILED)

@@ -144,3 +144,21 @@ def test_failing_setup_runtime_is_blocked_after_max_trigger_count(tmp_path):
     _, sink = run(session, registry, "start_session", {})
     assert "runtime.started" not in sink.types()
     assert session.phase == "setup"
+
+
+def test_retry_turn_is_a_new_player_turn_that_counts_once_committed(registry):
+    # given a playing session with one committed player turn
+    session = session_create(plugins=["teller"])
+    run(session, registry, "submit_actions", {"actions": [{"kind": "say", "text": "Hello"}]})
+    session.refresh_from_db()
+    assert session.completed_player_turns == 1
+
+    # when the player retries with an empty retry_turn (a new main-loop turn on the committed context)
+    outcome, sink = run(session, registry, "retry_turn", {})
+
+    # then it commits as a player turn and the player-turn count advances once
+    assert outcome.committed is True and outcome.origin == "player"
+    session.refresh_from_db()
+    assert session.completed_player_turns == 2
+    assert TurnResult.objects.filter(session=session, committed=True).count() == 2
+    assert sink.types().count("execution.completed") == 1
