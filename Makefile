@@ -28,7 +28,7 @@ run: migrate
 
 # Celery worker for the hosted shape (DATABASE_URL and REDIS_URL must be set).
 worker: install
-	$(VENV)/bin/celery -A covel worker -Q turns,jobs,media,worldgen --concurrency 4 --loglevel INFO
+	COVEL_DB_CONN_MAX_AGE=$${COVEL_DB_CONN_MAX_AGE:-60} $(VENV)/bin/celery -A covel worker -Q turns,jobs,media,worldgen --concurrency 4 --loglevel INFO
 
 test: install
 	$(MAKE) --no-print-directory test-sqlite

@@ -61,7 +61,7 @@ case "${1:-}" in
         --application-close-timeout 20 covel.asgi:application
     done
     for n in 1 2; do
-      start_one "worker-$n" "$VENV/bin/celery" -A covel worker -n "covel-$n@%h" -Q turns,jobs,media,worldgen \
+      start_one "worker-$n" env COVEL_DB_CONN_MAX_AGE=60 "$VENV/bin/celery" -A covel worker -n "covel-$n@%h" -Q turns,jobs,media,worldgen \
         --concurrency 2 --loglevel INFO
     done
     # Exactly one beat: reaps executions whose worker died, expired runtime-job leases, retention.
