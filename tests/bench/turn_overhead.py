@@ -6,10 +6,19 @@ Shapes:
   hosted    PostgreSQL + Redis (covel.settings.test_hosted), a real ``celery -A covel worker``
             subprocess on a private queue, Redis bus; needs the servers of `make test-hosted`.
 
-Run: .venv/bin/python tests/bench/turn_overhead.py [--shape embedded|hosted|both] [--turns 40]
-Prints, per shape: median and p95 in milliseconds, and the median number of SQL queries one turn
-runs (web request + relay + worker; counted in-process, so on the hosted shape with the in-process
-worker against PostgreSQL). Targets (issue 6): median < 40 ms embedded, < 80 ms hosted.
+Plugin sets:
+  minimal   a bare ``playing`` session with only ``narrator`` (no world package, no setup).
+  builtin   a session in the builtin world ``hollow-reach-light`` with the world's default plugin set
+            (pregame, world-init, char-creator, narrator, world-time, codex, guide, affinity), created
+            over POST /api/sessions and played through setup (start_session, the character form, the
+            opening continuation) before the timed ``say`` turns.
+
+Run: .venv/bin/python tests/bench/turn_overhead.py [--shape embedded|hosted|both]
+     [--plugins minimal|builtin|both] [--turns 40]
+Prints, per shape and plugin set: median and p95 in milliseconds, and the median number of SQL
+queries one turn runs (web request + relay + worker; counted in-process, so on the hosted shape with
+the in-process worker against PostgreSQL). Targets (issue 6, minimal set): median < 40 ms embedded,
+< 80 ms hosted.
 """
 from __future__ import annotations
 
@@ -31,6 +40,8 @@ sys.path.insert(0, str(ROOT))
 SHAPES = {"embedded": "covel.settings.test", "hosted": "covel.settings.test_hosted"}
 TARGET_MS = {"embedded": 40, "hosted": 80}
 WARMUP_TURNS = 3
+BUILTIN_WORLD = "hollow-reach-light"
+PLUGIN_SETS = ("minimal", "builtin")
 
 
 class _QueryCounter:
@@ -65,7 +76,69 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[index]
 
 
-def _session():
+def _session(plugins: str, client) -> tuple[str, dict[str, str]]:
+    """A session ready for ``say`` turns: (session id, extra request headers)."""
+    return _session_builtin(client) if plugins == "builtin" else (_session_minimal().id, {})
+
+
+def _stream(client, body: dict, headers: dict[str, str]) -> list[dict]:
+    import warnings
+
+    response = client.post("/api/actions", data=json.dumps(body), content_type="application/json", **headers)
+    frames = []
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="StreamingHttpResponse must consume")
+        for chunk in response:
+            for line in chunk.split(b"\n"):
+                if line.startswith(b"data:"):
+                    frames.append(json.loads(line[len(b"data:"):]))
+    completed = [f for f in frames if f["type"] == "execution.completed"]
+    if len(completed) != 1 or completed[0]["payload"].get("committed") is not True:
+        raise SystemExit(f"{body['type']} did not commit: {[(f['type'], f['payload']) for f in frames][-3:]}")
+    return frames
+
+
+def _session_builtin(client) -> tuple[str, dict[str, str]]:
+    """POST /api/sessions in BUILTIN_WORLD with its default plugins, then play setup to ``playing``."""
+    response = client.post("/api/sessions", data=json.dumps({"worldId": BUILTIN_WORLD}), content_type="application/json")
+    if response.status_code != 201:
+        raise SystemExit(f"session create failed: {response.status_code} {response.content[:300]!r}")
+    created = response.json()
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {created['ownerToken']}"}
+    session_id = created["id"]
+
+    def body(type_: str, payload: dict) -> dict:
+        return {"requestId": f"bench-{uuid.uuid4().hex[:10]}", "type": type_, "sessionId": session_id, "payload": payload}
+
+    frames = _stream(client, body("start_session", {}), headers)
+    for _round in range(4):
+        requested = [f for f in frames if f["type"] == "interaction.requested"]
+        if not requested:
+            break
+        actions = []
+        for frame in requested:
+            interaction = frame["payload"]["interaction"]
+            values = {}
+            for spec in interaction.get("fields") or []:
+                if spec["type"] == "select":
+                    options = [o["value"] if isinstance(o, dict) else o for o in spec.get("options") or []]
+                    values[spec["name"]] = spec.get("defaultValue") if spec.get("defaultValue") in options else options[0]
+                elif "name" in spec["name"].lower():
+                    values[spec["name"]] = "Ada Quill"
+                else:
+                    values[spec["name"]] = "Quiet and watchful."
+            actions.append({"kind": "act", "fields": values, "interaction": {
+                "turnId": frame["turnId"], "interactionId": interaction["interactionId"], "type": interaction["type"]}})
+        frames = _stream(client, body("submit_actions", {"actions": actions}), headers)
+    from sessions.models import Session
+
+    phase = Session.objects.get(pk=session_id).phase
+    if phase != "playing":
+        raise SystemExit(f"session {session_id} still in phase {phase!r} after setup")
+    return session_id, headers
+
+
+def _session_minimal():
     from sessions.models import Character, Session
 
     session = Session.objects.create(
@@ -77,19 +150,20 @@ def _session():
     return session
 
 
-def _turn(client, session_id: str, n: int) -> tuple[float, dict]:
+def _turn(client, session_id: str, n: int, headers: dict[str, str] | None = None) -> tuple[float, dict]:
     import warnings
 
     body = {"requestId": f"bench-{uuid.uuid4().hex[:10]}", "type": "submit_actions", "sessionId": session_id,
             "payload": {"actions": [{"kind": "say", "text": f"I look around ({n})."}]}}
     started = time.perf_counter()
-    response = client.post("/api/actions", data=json.dumps(body), content_type="application/json")
+    response = client.post("/api/actions", data=json.dumps(body), content_type="application/json", **(headers or {}))
     last = b""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="StreamingHttpResponse must consume")
         for chunk in response:
-            if chunk.startswith(b"data:"):
-                last = chunk
+            for line in chunk.split(b"\n"):
+                if line.startswith(b"data:"):
+                    last = line
     elapsed_ms = (time.perf_counter() - started) * 1000
     frame = json.loads(last[len(b"data:"):])
     if frame["type"] != "execution.completed" or frame["payload"].get("committed") is not True:
@@ -110,7 +184,15 @@ def _worker(settings, queue: str):
     )
 
 
-def run_shape(shape: str, turns: int) -> None:
+def _worker_stop(worker) -> None:
+    worker.send_signal(signal.SIGTERM)
+    try:
+        worker.wait(20)
+    except subprocess.TimeoutExpired:
+        os.killpg(worker.pid, signal.SIGKILL)
+
+
+def run_shape(shape: str, turns: int, plugin_sets: tuple[str, ...] = PLUGIN_SETS) -> None:
     os.environ["DJANGO_SETTINGS_MODULE"] = SHAPES[shape]
     import django
 
@@ -141,50 +223,56 @@ def run_shape(shape: str, turns: int) -> None:
         client = Client()
         counter = _QueryCounter()
         counter.install()
-        # Queries per turn: everything in this process (request, relay, in-process worker).
-        settings.COVEL_INPROCESS_WORKER = True
-        session = _session()
-        for n in range(WARMUP_TURNS):
-            _turn(client, session.id, n)
-        inprocess.wait_idle()
-        query_counts = []
-        times_ms = []
-        for n in range(turns):
-            before = counter.count
-            elapsed, _frame = _turn(client, session.id, n)
-            inprocess.wait_idle()
-            query_counts.append(counter.count - before)
-            if shape == "embedded":
-                times_ms.append(elapsed)
-        if shape == "hosted":
-            # Timing: a real Celery worker process on a private queue.
-            from covel.celery import app
+        from covel.celery import app
 
-            queue = f"turns-bench-{uuid.uuid4().hex[:8]}"
-            app.conf.task_routes = {**app.conf.task_routes, "turns.*": {"queue": queue}}
+        routes = dict(app.conf.task_routes or {})
+        for plugins in plugin_sets:
+            # Queries per turn: everything in this process (request, relay, in-process worker).
+            settings.COVEL_INPROCESS_WORKER = True
+            app.conf.task_routes = routes
             app.amqp.flush_routes()
             app.amqp.router = app.amqp.Router()
-            settings.COVEL_INPROCESS_WORKER = False
-            worker = _worker(settings, queue)
-            session = _session()
+            session_id, headers = _session(plugins, client)
+            inprocess.wait_idle()
             for n in range(WARMUP_TURNS):
-                _turn(client, session.id, n)
+                _turn(client, session_id, n, headers)
+            inprocess.wait_idle()
+            query_counts = []
+            times_ms = []
             for n in range(turns):
-                elapsed, _frame = _turn(client, session.id, n)
-                times_ms.append(elapsed)
-        median = statistics.median(times_ms)
-        print(
-            f"{shape:9s} turns={turns} median={median:.1f}ms p95={_percentile(times_ms, 0.95):.1f}ms "
-            f"queries/turn={statistics.median(query_counts):.0f} (target median < {TARGET_MS[shape]} ms: "
-            f"{'met' if median < TARGET_MS[shape] else 'NOT met'})"
-        )
+                before = counter.count
+                elapsed, _frame = _turn(client, session_id, n, headers)
+                inprocess.wait_idle()
+                query_counts.append(counter.count - before)
+                if shape == "embedded":
+                    times_ms.append(elapsed)
+            if shape == "hosted":
+                # Timing: a real Celery worker process on a private queue.
+                queue = f"turns-bench-{uuid.uuid4().hex[:8]}"
+                app.conf.task_routes = {**routes, "turns.*": {"queue": queue}}
+                app.amqp.flush_routes()
+                app.amqp.router = app.amqp.Router()
+                settings.COVEL_INPROCESS_WORKER = False
+                if worker is not None:
+                    _worker_stop(worker)
+                worker = _worker(settings, queue)
+                session_id, headers = _session(plugins, client)
+                for n in range(WARMUP_TURNS):
+                    _turn(client, session_id, n, headers)
+                for n in range(turns):
+                    elapsed, _frame = _turn(client, session_id, n, headers)
+                    times_ms.append(elapsed)
+            median = statistics.median(times_ms)
+            target = f" (target median < {TARGET_MS[shape]} ms: {'met' if median < TARGET_MS[shape] else 'NOT met'})" \
+                if plugins == "minimal" else ""
+            print(
+                f"{shape:9s} plugins={plugins:8s} turns={turns} median={median:.1f}ms "
+                f"p95={_percentile(times_ms, 0.95):.1f}ms queries/turn={statistics.median(query_counts):.0f}{target}",
+                flush=True,
+            )
     finally:
         if worker is not None:
-            worker.send_signal(signal.SIGTERM)
-            try:
-                worker.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(worker.pid, signal.SIGKILL)
+            _worker_stop(worker)
         from django.db import connections
 
         from turns.locks import lock_connections_close
@@ -197,14 +285,16 @@ def run_shape(shape: str, turns: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", choices=["embedded", "hosted", "both"], default="both")
+    parser.add_argument("--plugins", choices=[*PLUGIN_SETS, "both"], default="both")
     parser.add_argument("--turns", type=int, default=40)
     args = parser.parse_args()
     if args.shape == "both":
         for shape in ("embedded", "hosted"):
             # One Django setup per process: each shape runs in its own interpreter.
-            subprocess.run([sys.executable, __file__, "--shape", shape, "--turns", str(args.turns)], check=True)
+            subprocess.run([sys.executable, __file__, "--shape", shape, "--plugins", args.plugins,
+                            "--turns", str(args.turns)], check=True)
         return
-    run_shape(args.shape, args.turns)
+    run_shape(args.shape, args.turns, PLUGIN_SETS if args.plugins == "both" else (args.plugins,))
 
 
 if __name__ == "__main__":
