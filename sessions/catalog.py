@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,8 @@ class ResolvedWorld:
 
 
 _package_cache: dict[str, tuple[float, Any]] = {}
+#: id(WorldPackage) → (package, its ResolvedWorld); see _package_resolved.
+_resolved_cache: dict[int, tuple[Any, ResolvedWorld]] = {}
 _package_lock = threading.Lock()
 
 
@@ -96,10 +98,37 @@ def _package_find(world_id: str):
     return None
 
 
-def world_resolve(world_id: str) -> ResolvedWorld | None:
+def _package_resolved(package) -> ResolvedWorld:
+    """The ResolvedWorld of a loaded package, built once per loaded package (the package cache
+    already reloads a package whose files changed) and shared: callers copy or treat it read-only."""
+    with _package_lock:
+        cached = _resolved_cache.get(id(package))
+        if cached is not None and cached[0] is package:
+            return cached[1]
+    content = {}
+    for tag, loc in package.locales.items():
+        content[tag] = {"characters": loc.characters, "lorebook": loc.lorebook, "lore": loc.lore, "name": loc.name,
+                        "summary": loc.summary, "data": loc.data}
+    resolved = ResolvedWorld(
+        id=package.id, name=package.name, metadata=package.record_metadata(),
+        default_locale=package.default_locale, supported_locales=list(package.supported_locales), contents=content,
+    )
+    with _package_lock:
+        # Keep only live packages: an entry whose package was replaced in _package_cache is dropped.
+        live = {id(p) for _stamp, p in _package_cache.values()}
+        for stale in [k for k in _resolved_cache if k not in live]:
+            del _resolved_cache[stale]
+        _resolved_cache[id(package)] = (package, resolved)
+    return resolved
+
+
+def world_resolve(world_id: str, *, shared: bool = False) -> ResolvedWorld | None:
     """The world ``world_id`` or None when no source has it (spec 004 §会话管理: 404 world_not_found).
 
     A ``World`` row in state "deleting" marks any world (store or file) as being deleted.
+    ``shared=True`` (read-only callers such as the turn engine's per-turn world context): a file
+    world's metadata and contents are the cached objects themselves, not deep copies — do not
+    mutate them. By default every call returns private copies.
     """
     from sessions.models import World
 
@@ -107,16 +136,12 @@ def world_resolve(world_id: str) -> ResolvedWorld | None:
     is_deleting = bool(row and row.state == World.STATE_DELETING)
     package = _package_find(world_id)
     if package is not None:
-        content = {}
-        for tag, loc in package.locales.items():
-            content[tag] = {"characters": copy.deepcopy(loc.characters), "lorebook": copy.deepcopy(loc.lorebook),
-                            "lore": loc.lore, "name": loc.name, "summary": loc.summary,
-                            "data": copy.deepcopy(loc.data)}
-        return ResolvedWorld(
-            id=package.id, name=package.name, metadata=package.record_metadata(),
-            default_locale=package.default_locale, supported_locales=list(package.supported_locales),
-            is_deleting=is_deleting, contents=content,
-        )
+        template = _package_resolved(package)
+        if shared:
+            return replace(template, is_deleting=is_deleting)
+        return replace(template, metadata=copy.deepcopy(template.metadata),
+                       supported_locales=list(template.supported_locales), is_deleting=is_deleting,
+                       contents=copy.deepcopy(template.contents))
     if row is None:
         return None
     meta = copy.deepcopy(row.metadata or {})

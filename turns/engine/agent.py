@@ -16,7 +16,6 @@ Rules (spec 000 §ToolExecutor 授权, §runtime-done; spec 004 §Turn 执行):
 
 from __future__ import annotations
 
-import copy
 import json
 import time
 from datetime import datetime, timezone
@@ -27,6 +26,7 @@ import jsonschema
 from plugins_app.manifests import RuntimeManifest
 from turns.engine import trace as T
 from turns.engine.env import ExecutionEnv
+from turns.engine.jsoncopy import json_copy
 from turns.engine.prompt import (
     budget_cut,
     completion_text,
@@ -366,21 +366,21 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
             raise RuntimeFailure("timeout", f"runtime did not finish within {timeout_ms} ms")
         emit(T.STEP_STARTED, {"step": step})
         request = ModelRequest(
-            messages=copy.deepcopy(messages), tools=definitions, tool_choice=tool_choice if step == 1 else ("auto" if tool_choice == "required" else tool_choice),
+            messages=json_copy(messages), tools=definitions, tool_choice=tool_choice if step == 1 else ("auto" if tool_choice == "required" else tool_choice),
             context={
                 "session_id": env.snapshot.session_id, "runtime_id": runtime.id, "plugin_id": runtime.plugin_id,
                 "plugin_root": str(manifest.root) if manifest else None, "locale": env.snapshot.locale,
                 "is_story": is_story, "step": step, "turn": turn.logical_turn, "turn_kind": turn.kind,
                 "player_message": turn.player_message, "action_kind": turn.action_kind,
-                "submissions": copy.deepcopy(turn.submissions), "inputs": copy.deepcopy(inputs),
+                "submissions": json_copy(turn.submissions), "inputs": json_copy(inputs),
                 "after_tools": after_tools, "require_tool_use": require == "tool-use",
                 "world": {"name": env.snapshot.world.name, "summary": env.snapshot.world.summary, "lore": env.snapshot.world.lore,
                           "opening_scenario": env.snapshot.world.opening_scenario},
                 "lorebook": [{"id": e.id, "keys": list(e.keys), "content": e.content} for e in view.lorebook_entries() if e.enabled],
                 "characters": [c.snapshot() for c in view.characters()],
                 "character_schema": view.character_schema(),
-                "dimensions": copy.deepcopy(scripted_dimensions),
-                "pending_interactions": copy.deepcopy(env.snapshot.pending_interactions),
+                "dimensions": json_copy(scripted_dimensions),
+                "pending_interactions": json_copy(env.snapshot.pending_interactions),
             },
         )
         call_started = _now_iso()

@@ -18,7 +18,7 @@ the runtime without a model call, read exactly like a handler's return value.
 
 from __future__ import annotations
 
-import copy
+import functools
 import json
 import threading
 import time
@@ -29,6 +29,7 @@ from plugins_app.manifests import RuntimeManifest
 from plugins_app.registry import module_load_by_path
 from turns.engine import trace as T
 from turns.engine.env import ExecutionEnv
+from turns.engine.jsoncopy import json_copy
 from turns.engine.runtime import STATUS_FAILED, STATUS_SKIPPED, STATUS_SUCCESS, RuntimeFailure, RuntimeResult, TurnInfo
 from turns.engine.state import EngineStateView, StagedProposals
 from turns.engine.tools import proposals as P
@@ -147,7 +148,7 @@ class _Tools:
             interaction = dict(content["interaction"])
             interaction.setdefault("sourcePluginId", self._ctx.plugin_id)
             self._ctx.interactions[str(interaction.get("interactionId"))] = interaction
-        return copy.deepcopy(content)
+        return json_copy(content)
 
 
 class _World:
@@ -161,9 +162,19 @@ class _World:
         self.description = world.summary
         self.lore = world.lore
         self.opening_scenario = world.opening_scenario
-        self.metadata = copy.deepcopy(world.metadata)
-        self.dimensions = {d.id: copy.deepcopy(d.value) for d in env.snapshot.dimensions}
+        self._env = env
         self._view = view
+
+    @functools.cached_property
+    def metadata(self) -> dict[str, Any]:
+        """The world's record metadata (a private copy, made on first access: it is large and most
+        handlers never read it)."""
+        return json_copy(self._env.snapshot.world.metadata)
+
+    @functools.cached_property
+    def dimensions(self) -> dict[str, Any]:
+        """Dimension id → frozen value (a private copy, made on first access)."""
+        return {d.id: json_copy(d.value) for d in self._env.snapshot.dimensions}
 
     def characters(self) -> list[dict[str, Any]]:
         return [c.snapshot() for c in self._view.characters()]
@@ -192,10 +203,10 @@ class FunctionContext:
         self.turn_kind = turn.kind
         self.origin = turn.origin
         self.player_message = turn.player_message
-        self.submissions = copy.deepcopy(turn.submissions)
-        self.pending_interactions = copy.deepcopy(env.snapshot.pending_interactions)
-        self.inputs = copy.deepcopy(inputs)
-        self.settings = copy.deepcopy(env.user_settings.get(runtime.plugin_id, {}))
+        self.submissions = json_copy(turn.submissions)
+        self.pending_interactions = json_copy(env.snapshot.pending_interactions)
+        self.inputs = json_copy(inputs)
+        self.settings = json_copy(env.user_settings.get(runtime.plugin_id, {}))
         self.world = _World(env, view)
         self.failed = False
         self.interactions: dict[str, dict[str, Any]] = {}

@@ -20,6 +20,7 @@ outside a turn schedule (the runtime job worker).
 from __future__ import annotations
 
 import concurrent.futures
+import threading
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +44,24 @@ MAIN_STAGES = ("pre-turn", "narrative", "post-turn", "audit")
 RUNNABLE_TRIGGERS = ("auto", "scheduled")
 #: Most runtimes of one stage running at once.
 MAX_PARALLEL_RUNTIMES = 8
+#: Threads of the process-wide runtime pool, shared by concurrent executions (each still runs at
+#: most MAX_PARALLEL_RUNTIMES runtimes of a stage at once).
+RUNTIME_POOL_THREADS = 4 * MAX_PARALLEL_RUNTIMES
+
+_runtime_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_runtime_pool_lock = threading.Lock()
+
+
+def _runtime_pool_get() -> concurrent.futures.ThreadPoolExecutor:
+    """The process-wide pool parallel runtimes run on, created on first use. One pool per process
+    instead of one per stage: starting threads for every stage of every turn was measurable
+    (profile, issue 6). Runtimes never submit to this pool themselves, so it cannot deadlock."""
+    global _runtime_pool
+    with _runtime_pool_lock:
+        if _runtime_pool is None:
+            _runtime_pool = concurrent.futures.ThreadPoolExecutor(max_workers=RUNTIME_POOL_THREADS,
+                                                                  thread_name_prefix="runtime")
+        return _runtime_pool
 
 SKIP_SETUP_INCOMPLETE = "setup-incomplete"
 SKIP_DEPENDENCY_FAILED = "dependency-failed"
@@ -181,9 +200,9 @@ def inputs_resolve(runtime: RuntimeManifest, results: dict[str, RuntimeResult],
 
 
 def _run_one_in_thread(*args) -> RuntimeResult:
-    """_run_one on a pool thread of one stage; the DB connections that thread opened (trace
-    frames, handler reads) are closed when it finishes, so parallel runtimes never leave
-    connections behind (the pool's threads end with the stage)."""
+    """_run_one on a thread of the shared runtime pool; the DB connections that thread opened
+    (trace frames, handler reads) are closed when it finishes, so parallel runtimes never leave
+    connections behind (the pool's threads are long-lived)."""
     from django.db import connections
 
     try:
@@ -343,9 +362,10 @@ def turn_runtimes_run(env: ExecutionEnv, turn: TurnInfo) -> list[RuntimeResult]:
                 results[runtime.id] = res
                 ordered.append(res)
             elif jobs:
-                with concurrent.futures.ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_RUNTIMES, len(jobs)),
-                                                           thread_name_prefix="runtime") as pool:
-                    futures = [(r, pool.submit(_run_one_in_thread, env, r, turn, upstream, i, upstream_texts)) for r, i in jobs]
+                pool = _runtime_pool_get()
+                for start in range(0, len(jobs), MAX_PARALLEL_RUNTIMES):
+                    batch = jobs[start:start + MAX_PARALLEL_RUNTIMES]
+                    futures = [(r, pool.submit(_run_one_in_thread, env, r, turn, upstream, i, upstream_texts)) for r, i in batch]
                     for runtime, future in futures:
                         res = future.result()
                         results[runtime.id] = res

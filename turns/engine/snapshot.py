@@ -70,7 +70,7 @@ def world_context_load(world_id: str, locale: str, metadata: dict[str, Any]) -> 
     from sessions.catalog import world_resolve
 
     ctx = WorldContext(id=world_id or "")
-    resolved = world_resolve(world_id) if world_id else None
+    resolved = world_resolve(world_id, shared=True) if world_id else None
     if resolved is not None:
         content = resolved.content(locale)
         meta = resolved.metadata
@@ -115,12 +115,16 @@ def session_snapshot_load(session: Any) -> SessionSnapshot:
         LorebookEntry(id=e.entry_id, keys=tuple(e.keys or ()), content=e.content, enabled=e.enabled)
         for e in LoreRow.objects.filter(session=session).order_by("id")
     ]
-    recent = list(ChatMessage.objects.filter(session=session).order_by("-id")[:RECALL_MESSAGES])
+    # Plain tuples, not model instances: up to 900 rows per turn (profile, issue 6).
+    recent = list(ChatMessage.objects.filter(session=session).order_by("-id")
+                  .values_list("role", "content", "message_id")[:RECALL_MESSAGES])
     recent.reverse()
-    messages = [MemoryMessage(role=m.role, text=m.content, message_id=m.message_id) for m in recent if m.content]
-    history_rows = list(TurnMessage.objects.filter(session=session).order_by("-id")[:HISTORY_ROWS])
+    messages = [MemoryMessage(role=role, text=content, message_id=message_id) for role, content, message_id in recent if content]
+    history_rows = list(TurnMessage.objects.filter(session=session).order_by("-id")
+                        .values_list("turn_id", "runtime_id", "role", "content")[:HISTORY_ROWS])
     history_rows.reverse()
-    history = [{"turn_id": h.turn_id, "runtime_id": h.runtime_id, "role": h.role, "content": h.content} for h in history_rows]
+    history = [{"turn_id": turn_id, "runtime_id": runtime_id, "role": role, "content": content}
+               for turn_id, runtime_id, role, content in history_rows]
     pending = [
         {"turn_id": r.turn_id, "interaction_id": r.interaction_id, "type": r.type, "plugin_id": r.plugin_id,
          "runtime_id": r.runtime_id, "spec": r.spec}

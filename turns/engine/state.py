@@ -9,11 +9,11 @@ Pure Python; safe to call from tool worker threads.
 
 from __future__ import annotations
 
-import copy
 import threading
 from dataclasses import replace
 from typing import Any, Callable, Iterable
 
+from turns.engine.jsoncopy import dimension_copy, json_copy
 from turns.engine.snapshot import SessionSnapshot
 from turns.engine.tools import proposals as P
 from turns.engine.tools.context import (
@@ -40,7 +40,7 @@ def characters_overlay(base: Iterable[CharacterRecord], proposals: Iterable[P.Pr
         if existing is None:
             record = CharacterRecord(
                 id=p["id"], name=p["name"], type=p.get("type") or "npc", aliases=tuple(p.get("aliases") or ()),
-                description=p.get("description") or "", fields=copy.deepcopy(p.get("fields") or {}),
+                description=p.get("description") or "", fields=json_copy(p.get("fields") or {}),
                 version=int(p.get("version") or 1), created_at=p.get("createdAt"),
             )
             order.append(record.id)
@@ -48,9 +48,9 @@ def characters_overlay(base: Iterable[CharacterRecord], proposals: Iterable[P.Pr
             fields = dict(existing.fields)
             if isinstance(p.get("fields"), dict):
                 if "expectedVersion" in p:
-                    fields.update(copy.deepcopy(p["fields"]))
+                    fields.update(json_copy(p["fields"]))
                 else:
-                    fields = copy.deepcopy(p["fields"])
+                    fields = json_copy(p["fields"])
             record = replace(
                 existing, name=p.get("name") or existing.name, type=p.get("type") or existing.type,
                 aliases=tuple(p["aliases"]) if "aliases" in p else existing.aliases,
@@ -63,13 +63,13 @@ def characters_overlay(base: Iterable[CharacterRecord], proposals: Iterable[P.Pr
 
 def plugin_data_overlay(rows: dict[str, Any], plugin_id: str, namespace: str, proposals: Iterable[P.Proposal]) -> dict[str, Any]:
     """Apply one plugin's staged plugin.data* proposals for ``namespace`` to ``rows`` (a copy)."""
-    out = copy.deepcopy(rows)
+    out = json_copy(rows)
     for proposal in proposals:
         if proposal.plugin_id != plugin_id:
             continue
         p = proposal.payload
         if proposal.kind == P.PLUGIN_DATA and p["namespace"] == namespace:
-            out[p["key"]] = copy.deepcopy(p["value"])
+            out[p["key"]] = json_copy(p["value"])
         elif proposal.kind == P.PLUGIN_DATA_DELETE and p["namespace"] == namespace:
             out.pop(p["key"], None)
         elif proposal.kind == P.PLUGIN_DATA_BATCH:
@@ -79,7 +79,7 @@ def plugin_data_overlay(rows: dict[str, Any], plugin_id: str, namespace: str, pr
                 if entry.get("delete"):
                     out.pop(entry["key"], None)
                 else:
-                    out[entry["key"]] = copy.deepcopy(entry.get("value"))
+                    out[entry["key"]] = json_copy(entry.get("value"))
         elif proposal.kind == P.PLUGIN_DATA_UPDATE and p["namespace"] == namespace:
             try:
                 exists, value = apply_data_ops(p["key"] in out, out.get(p["key"]), p["ops"])
@@ -142,14 +142,14 @@ class EngineStateView:
         return characters_overlay(self._snapshot.characters, self._staged())
 
     def character_schema(self) -> dict[str, Any] | None:
-        schema = copy.deepcopy(self._snapshot.character_schema)
+        schema = json_copy(self._snapshot.character_schema)
         for proposal in self._staged():
             if proposal.kind == P.CHARACTER_SCHEMA_SET:
-                schema = copy.deepcopy(proposal.payload)
+                schema = json_copy(proposal.payload)
         return schema
 
     def world_dimensions(self) -> list[WorldDimension]:
-        return [copy.deepcopy(d) for d in self._snapshot.dimensions]
+        return [dimension_copy(d) for d in self._snapshot.dimensions]
 
     def plugin_data_list(self, plugin_id: str, namespace: str) -> dict[str, Any]:
         rows = self._snapshot.plugin_data.get((plugin_id, namespace), {})

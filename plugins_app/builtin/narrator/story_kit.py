@@ -18,7 +18,7 @@ from typing import Any
 
 ABSENT = ("missing", "dead", "captive", "下落不明", "失踪", "已死", "身亡", "被擒", "关押")
 _EN_ABBREV = r"(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bSt\.)(?<!\bMrs\.)(?<!\bNo\.)"
-_EN_SPLIT = re.compile(r"(?<=[.!?])[\"”']?" + _EN_ABBREV + r"\s+(?=[A-Z\"“'(])")
+_EN_SPLIT = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"”']))" + _EN_ABBREV + r"\s+(?=[A-Z\"“'(])")
 _ZH_SPLIT = re.compile(r"(?<=[。！？])(?![」”』])|(?<=[。！？][」”』])")
 
 

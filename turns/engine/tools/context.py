@@ -12,11 +12,11 @@ ORM should load what it needs up front or be safe to call from another thread.
 
 from __future__ import annotations
 
-import copy
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from turns.engine.jsoncopy import dimension_copy, json_copy
 from turns.engine.tools.errors import CANCELLED, ToolError
 
 JsonObject = dict[str, Any]
@@ -47,7 +47,7 @@ class CharacterRecord:
             "type": self.type,
             "aliases": list(self.aliases),
             "description": self.description,
-            "fields": copy.deepcopy(self.fields),
+            "fields": json_copy(self.fields),
             "version": self.version,
         }
         if self.created_at:
@@ -216,19 +216,19 @@ class InMemoryStateView:
         return list(self._characters)
 
     def character_schema(self) -> JsonObject | None:
-        return copy.deepcopy(self._character_schema)
+        return json_copy(self._character_schema)
 
     def world_dimensions(self) -> list[WorldDimension]:
-        return [copy.deepcopy(d) for d in self._dimensions]
+        return [dimension_copy(d) for d in self._dimensions]
 
     def plugin_data_get(self, plugin_id: str, namespace: str, key: str) -> tuple[bool, Any]:
         rows = self._plugin_data.get((plugin_id, namespace), {})
         if key in rows:
-            return True, copy.deepcopy(rows[key])
+            return True, json_copy(rows[key])
         return False, None
 
     def plugin_data_list(self, plugin_id: str, namespace: str) -> dict[str, Any]:
-        return copy.deepcopy(self._plugin_data.get((plugin_id, namespace), {}))
+        return json_copy(self._plugin_data.get((plugin_id, namespace), {}))
 
     def recent_messages(self, limit: int) -> list[MemoryMessage]:
         return list(self._messages[-limit:]) if limit > 0 else []
@@ -240,7 +240,7 @@ class InMemoryStateView:
         return list(self._lorebook)
 
     def searchable_plugin_data(self) -> list[SearchableRecord]:
-        return [copy.deepcopy(r) for r in self._searchable]
+        return [json_copy(r) for r in self._searchable]
 
     def form_validators(self, plugin_id: str) -> frozenset[str]:
         return self._form_validators.get(plugin_id, frozenset())
@@ -321,7 +321,7 @@ class CallContext:
         self.logical_turn = tool_context.logical_turn
         self.emitted_event_topics = frozenset(tool_context.emitted_event_topics)
         self.dataset_tool_names = tool_context.dataset_tool_names
-        self.inputs = copy.deepcopy(tool_context.inputs)
+        self.inputs = json_copy(tool_context.inputs)
         self.cancel = CancelToken()
         self._lock = threading.Lock()
         self._closed = False
