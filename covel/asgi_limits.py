@@ -22,7 +22,7 @@ class BodyLimitASGI:
         limit = body_limit_bytes(scope.get("path", ""), scope.get("method", "GET"))
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length", b"").decode("latin-1")
-        if declared.isdigit() and int(declared) > limit:
+        if declared.isascii() and declared.isdigit() and int(declared) > limit:
             return await _reject(send)
 
         # Read the body here (bounded), then replay it to the app.

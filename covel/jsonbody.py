@@ -8,6 +8,7 @@ routes that read a body whatever its content type call it directly.
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -26,8 +27,10 @@ def unstorable_json_problem(data: Any) -> tuple[str, list[str]] | None:
     """``(reason, path)`` for the first part of ``data`` we cannot store, or None.
 
     reason: ``"text"`` — a string or object key holding NUL or an unpaired surrogate;
-    ``"depth"`` — arrays/objects nested more than JSON_MAX_DEPTH levels. path: keys / indexes as
-    strings (an offending key is shown with ``\\uXXXX`` escapes). Iterative, so any depth is safe.
+    ``"number"`` — a float that is not finite (NaN, Infinity, or a literal too large such as 1e400:
+    no JSON column or serializer takes it); ``"depth"`` — arrays/objects nested more than
+    JSON_MAX_DEPTH levels. path: keys / indexes as strings (an offending key is shown with
+    ``\\uXXXX`` escapes). Iterative, so any depth is safe.
     """
     stack: list[tuple[Any, list[str]]] = [(data, [])]
     while stack:
@@ -35,6 +38,10 @@ def unstorable_json_problem(data: Any) -> tuple[str, list[str]] | None:
         if isinstance(value, str):
             if _UNSTORABLE_RE.search(value):
                 return "text", path
+            continue
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                return "number", path
             continue
         if isinstance(value, (dict, list)) and len(path) >= JSON_MAX_DEPTH:
             return "depth", path[:8]
@@ -48,15 +55,20 @@ def unstorable_json_problem(data: Any) -> tuple[str, list[str]] | None:
     return None
 
 
+_PROBLEM_MESSAGES = {
+    "text": "Strings must not contain NUL characters or unpaired UTF-16 surrogates",
+    "number": "Numbers must be finite (no NaN, Infinity or out-of-range literals)",
+}
+
+
 def json_value_check(data: Any) -> None:
     """Raise ApiError 400 invalid_request_body (``details.path``) when ``data`` holds text we cannot
-    store (NUL, unpaired surrogate) or nests deeper than JSON_MAX_DEPTH."""
+    store (NUL, unpaired surrogate), a non-finite number, or nests deeper than JSON_MAX_DEPTH."""
     problem = unstorable_json_problem(data)
     if problem is None:
         return
     reason, path = problem
-    message = ("Strings must not contain NUL characters or unpaired UTF-16 surrogates" if reason == "text"
-               else f"JSON body nested deeper than {JSON_MAX_DEPTH} levels")
+    message = _PROBLEM_MESSAGES.get(reason) or f"JSON body nested deeper than {JSON_MAX_DEPTH} levels"
     raise ApiError(400, INVALID_REQUEST_BODY, message, {"path": path})
 
 

@@ -120,7 +120,7 @@ class BodyLimitMiddleware(_BaseMiddleware):
     def check(self, request):
         limit = body_limit_bytes(request.path, request.method or "GET")
         length = request.META.get("CONTENT_LENGTH") or ""
-        if length.isdigit() and int(length) > limit:
+        if length.isascii() and length.isdigit() and int(length) > limit:
             return JsonResponse(PAYLOAD_TOO_LARGE, status=413)
         return None
 

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from covel.config_services import llm_config_active, slots_effective
+from covel.config_services import llm_config_active, provider_base_url_valid, slots_effective
 from covel.errors import ApiError
 from turns.engine.providers import config as llm
 from turns.engine.providers.base import ModelError, ModelRequest, ModelResponse, TextDelta
@@ -33,7 +33,8 @@ MODELS_FIELDS = ("provider", "baseUrl", "protocol")
 
 
 def _b64_json_object(raw: str, *, code: str, what: str) -> dict[str, Any]:
-    """Decode a header holding base64(JSON object) (raw JSON accepted too). Raises 400 ``code``."""
+    """Decode a header holding base64(JSON object) (raw JSON accepted too). Raises 400 ``code``
+    (also for JSON nested too deeply for the parser)."""
     text = raw.strip()
     if not text.startswith("{"):
         try:
@@ -42,7 +43,7 @@ def _b64_json_object(raw: str, *, code: str, what: str) -> dict[str, Any]:
             raise ApiError(400, code, f"{what} is not base64 JSON") from None
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise ApiError(400, code, f"{what} is not JSON") from None
     if not isinstance(value, dict):
         raise ApiError(400, code, f"{what} must be a JSON object")
@@ -51,13 +52,16 @@ def _b64_json_object(raw: str, *, code: str, what: str) -> dict[str, Any]:
 
 def provider_keys_from_request(request) -> dict[str, str]:
     """The ``X-Provider-Keys`` header: base64(JSON) ``{provider: key}``; memory only, never stored.
-    Raises 400 invalid_provider_keys when malformed."""
+    Raises 400 invalid_provider_keys when malformed, including keys that cannot be sent in an
+    ``Authorization`` header (anything but printable ASCII)."""
     raw = request.headers.get("X-Provider-Keys", "")
     if not raw.strip():
         return {}
     keys = _b64_json_object(raw, code=CODE_INVALID_PROVIDER_KEYS, what="X-Provider-Keys")
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in keys.items()):
         raise ApiError(400, CODE_INVALID_PROVIDER_KEYS, "X-Provider-Keys maps provider ids to key strings")
+    if not all(v.isascii() and v.isprintable() for v in keys.values()):
+        raise ApiError(400, CODE_INVALID_PROVIDER_KEYS, "X-Provider-Keys values must be printable ASCII")
     return keys
 
 
@@ -70,8 +74,8 @@ def _preset_from(raw: Any, preset_id: str) -> llm.SlotConfig:
     if provider not in llm.KNOWN_PROVIDERS or protocol != llm.PROTOCOL_OPENAI_CHAT:
         raise ApiError(400, CODE_INVALID_LLM_CONFIGURATION, f"customPresets.{preset_id}: unknown provider or protocol")
     base_url = raw.get("baseUrl")
-    if base_url is not None and not isinstance(base_url, str):
-        raise ApiError(400, CODE_INVALID_LLM_CONFIGURATION, f"customPresets.{preset_id}.baseUrl must be a string")
+    if base_url is not None and not provider_base_url_valid(base_url):
+        raise ApiError(400, CODE_INVALID_LLM_CONFIGURATION, f"customPresets.{preset_id}.baseUrl must be an http(s) URL")
     return llm.SlotConfig(name=preset_id, provider=provider, model=raw.get("model", ""), base_url=base_url, protocol=protocol)
 
 
@@ -214,16 +218,20 @@ def protocols_list() -> dict[str, Any]:
     return {"protocols": [dict(p) for p in PROTOCOLS]}
 
 
-def _origin(url: str) -> tuple[str, str, int | None]:
-    parts = urlsplit(url)
-    return parts.scheme, (parts.hostname or "").lower(), parts.port
+def _origin(url: str) -> tuple[str, str, int | None] | None:
+    """(scheme, host, port) of a URL; None when it has no valid origin."""
+    try:
+        parts = urlsplit(url)
+        return parts.scheme, (parts.hostname or "").lower(), parts.port
+    except ValueError:
+        return None
 
 
 def models_list(request, body: dict[str, Any]) -> dict[str, Any]:
     """POST /api/ai/models ``{provider, baseUrl?, protocol?}``: model ids from ``GET {baseUrl}/models``.
 
-    400 on unknown fields / unknown protocol / missing provider. A failed read is 200
-    ``{ok: false, models: [], error, errorKind}``. The server's ``{PROVIDER}_API_KEY`` is sent only
+    400 on unknown fields / unknown protocol / missing provider / a baseUrl that is not an http(s)
+    URL. A failed read is 200 ``{ok: false, models: [], error, errorKind}``. The server's ``{PROVIDER}_API_KEY`` is sent only
     to that provider's configured origin; a key in X-Provider-Keys goes to the requested baseUrl.
     15 s timeout, at most 2000 ids.
     """
@@ -236,6 +244,8 @@ def models_list(request, body: dict[str, Any]) -> dict[str, Any]:
     for key in ("baseUrl", "protocol"):
         if key in body and not isinstance(body[key], str):
             raise ApiError(400, "invalid_request", f"{key} must be a string")
+    if body.get("baseUrl") and not provider_base_url_valid(body["baseUrl"]):
+        raise ApiError(400, "invalid_request", "baseUrl must be an http(s) URL with a host")
     protocol = body.get("protocol") or llm.PROTOCOL_OPENAI_CHAT
     if protocol not in {p["id"] for p in PROTOCOLS}:
         raise ApiError(400, "invalid_request", f"Unknown protocol: {protocol}")
@@ -250,7 +260,7 @@ def models_list(request, body: dict[str, Any]) -> dict[str, Any]:
     if not base_url:
         return {**out, "error": f"no baseUrl known for provider {provider!r}", "errorKind": "config"}
     key = keys.get(provider)
-    if not key and trusted and _origin(trusted) == _origin(base_url):
+    if not key and trusted and _origin(trusted) is not None and _origin(trusted) == _origin(base_url):
         key = llm.api_key_for(provider, None)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:

@@ -35,7 +35,8 @@ def _query_int(request: HttpRequest, name: str, default: int, *, minimum: int) -
     raw = request.GET.get(name)
     if raw is None or raw == "":
         return default
-    if not raw.isdigit() or int(raw) < minimum:
+    # isdigit() alone admits "²" and other digits int() refuses.
+    if not (raw.isascii() and raw.isdigit()) or int(raw) < minimum:
         raise MediaRequestInvalid(message=f"{name} must be an integer >= {minimum}")
     return int(raw)
 

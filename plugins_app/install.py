@@ -27,6 +27,7 @@ from typing import Any
 from django.conf import settings
 
 from covel.errors import ApiError
+from covel.jsonbody import unstorable_json_problem
 from plugins_app import manifests as mf
 from plugins_app import st_import
 from plugins_app.discovery import BUILTIN_DIR as BUILTIN_PLUGINS_DIR, community_plugins_dir
@@ -297,8 +298,10 @@ def st_import_run(files: list[tuple[str, bytes]], *, locale: Any = None, name: A
     tag = st_import.locale_normalize(locale if locale not in (None, "") else DEFAULT_LOCALE)
     if tag is None or not wp.LOCALE_RE.match(tag):
         raise ApiError(400, "invalid_locale", "locale must be a BCP 47 language tag")
-    if name is not None and (not isinstance(name, str) or len(name) > st_import.MAX_NAME_CHARS):
-        raise ApiError(400, "invalid_name", f"name must be a string of at most {st_import.MAX_NAME_CHARS} characters")
+    if name is not None and (not isinstance(name, str) or len(name) > st_import.MAX_NAME_CHARS
+                             or unstorable_json_problem(name) is not None):
+        raise ApiError(400, "invalid_name", f"name must be a string of at most {st_import.MAX_NAME_CHARS} characters, "
+                       "without NUL characters or unpaired surrogates")
     conversion = st_import.st_convert(files, locale=tag, name=name)
     base = st_import.world_id_base(conversion.name)
     candidates = [base] + [f"{base[:60]}-{n}" for n in range(2, ID_CANDIDATES + 1)]

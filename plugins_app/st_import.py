@@ -47,6 +47,7 @@ from typing import Any
 
 import yaml
 
+from covel.jsonbody import unstorable_json_problem
 from plugins_app.errors import StImportError
 
 MAX_FILES = 8
@@ -275,6 +276,24 @@ def _inflate(data: bytes, source: str) -> bytes:
     return out
 
 
+def _json_parse(text: str) -> Any:
+    """``json.loads`` for uploaded cards and World Info. Raises ValueError for malformed JSON, JSON
+    nested too deeply for the parser, and values no store can hold (NUL, unpaired surrogates,
+    non-finite numbers, nesting past covel.jsonbody.JSON_MAX_DEPTH): the world package written from
+    them could not be encoded, and sessions created from it could not be saved (spec 004
+    §响应格式约定: bad input is a 4xx, nothing half-written)."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    problem = unstorable_json_problem(value)
+    if problem is not None:
+        reason, path = problem
+        what = {"text": "a NUL character or an unpaired UTF-16 surrogate", "number": "a non-finite number"}.get(reason, "nesting too deep")
+        raise ValueError(f"{what} at {'/'.join(path) or '(root)'}")
+    return value
+
+
 def _card_json_from_base64(text: str, source: str) -> Any:
     compact = "".join(text.split())
     if len(compact) * 3 // 4 > MAX_CARD_JSON_BYTES + 2:
@@ -286,9 +305,11 @@ def _card_json_from_base64(text: str, source: str) -> Any:
     if len(raw) > MAX_CARD_JSON_BYTES:
         raise StImportError(413, "card-json-too-large", "decoded card JSON exceeds 3 MiB", source=source)
     try:
-        return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+        return _json_parse(raw.decode("utf-8"))
+    except UnicodeDecodeError:
         raise StImportError(400, "card-invalid", "embedded card is not UTF-8 JSON", source=source) from None
+    except ValueError as exc:
+        raise StImportError(400, "card-invalid", f"embedded card is not usable JSON: {exc}", source=source) from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -521,7 +542,7 @@ def _json_load(data: bytes, source: str) -> Any:
     except UnicodeDecodeError:
         raise StImportError(400, "file-unrecognized", "file is neither a PNG nor UTF-8 JSON", source=source) from None
     try:
-        return json.loads(text)
+        return _json_parse(text)
     except ValueError as exc:
         raise StImportError(400, "json-invalid", f"file is not valid JSON: {exc}", source=source) from None
 

@@ -24,7 +24,8 @@ def _limit_param(request: HttpRequest) -> int:
     raw = request.GET.get("limit")
     if raw is None or raw == "":
         return snapshots.LIST_LIMIT_DEFAULT
-    if not raw.isdigit() or int(raw) < 1:
+    # isdigit() alone admits "²" and other digits int() refuses.
+    if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:
         raise InvalidRequest(code="invalid_query", message="limit must be a positive integer")
     return min(int(raw), snapshots.LIST_LIMIT_MAX)
 

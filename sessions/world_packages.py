@@ -31,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from covel.jsonbody import unstorable_json_problem
 from plugins_app.validation import (
     CODE_FILE_INVALID,
     CODE_FILE_MISSING,
@@ -349,24 +350,61 @@ def _rel(root: Path, path: Path) -> str:
     return PurePosixPath(path.relative_to(root)).as_posix()
 
 
+_UNSTORABLE_MESSAGES = {
+    "text": "holds a NUL character or an unpaired UTF-16 surrogate",
+    "number": "holds a non-finite number (NaN or infinity)",
+    "depth": "is nested too deeply",
+}
+
+
+def _non_json_value_path(data: Any) -> list[str] | None:
+    """Path to the first value JSON cannot hold that YAML can produce (!!set, !!binary), or None."""
+    stack: list[tuple[Any, list[str]]] = [(data, [])]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, (set, frozenset, bytes, bytearray)):
+            return path
+        if isinstance(value, dict):
+            stack.extend((item, [*path, str(key)]) for key, item in value.items())
+        elif isinstance(value, list):
+            stack.extend((item, [*path, str(index)]) for index, item in enumerate(value))
+    return None
+
+
 def _parse_file(path: Path, rel: str, issues: list[Issue]) -> Any:
-    """Parse YAML/JSON; on failure record `file-invalid` (with line) and return None."""
+    """Parse YAML/JSON; on failure record `file-invalid` (with line) and return None.
+
+    Content a session could not store is `file-invalid` too (spec 004 §响应格式约定: bad input is
+    a 4xx at install, not a 500 at session creation): text with NUL or unpaired surrogates,
+    non-finite numbers, nesting past covel.jsonbody.JSON_MAX_DEPTH, YAML sets and binary values.
+    """
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         issues.append(error(CODE_FILE_INVALID, "file is not readable UTF-8 text", rel))
         return None
     try:
-        if path.suffix == ".json":
-            return json.loads(text)
-        return yaml_load(text)
+        data = json.loads(text) if path.suffix == ".json" else yaml_load(text)
+    except RecursionError:
+        issues.append(error(CODE_FILE_INVALID, "file is nested too deeply", rel))
+        return None
     except json.JSONDecodeError as exc:
         issues.append(error(CODE_FILE_INVALID, f"invalid JSON at line {exc.lineno}: {exc.msg}", rel))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         issues.append(error(CODE_FILE_INVALID, f"invalid YAML{where}", rel))
-    return None
+        return None
+    problem = unstorable_json_problem(data)
+    if problem is not None:
+        reason, at = problem
+        issues.append(error(CODE_FILE_INVALID, f"value at {'/'.join(at) or '(root)'} {_UNSTORABLE_MESSAGES[reason]}", rel))
+        return None
+    non_json = _non_json_value_path(data)
+    if non_json is not None:
+        issues.append(error(CODE_FILE_INVALID, f"value at {'/'.join(non_json) or '(root)'} is not JSON data (YAML set or binary)", rel))
+        return None
+    return data
 
 
 def locale_split(filename: str, languages: set[str]) -> tuple[str, str | None]:

@@ -112,8 +112,9 @@ def steer_session_turn(request, session_id: str):
     """Body ``{message: string}``: a player message for the running turn's story runtime.
 
     400 invalid_request_body, 404 session_not_found, 401 session_owner_required, 409
-    no_active_turn, 409 turn_not_reachable, 501 steer_not_supported (this server's engine cannot
-    take a message mid-turn yet; see turns.control).
+    no_active_turn, 409 turn_not_reachable, 409 steer_closed (the turn's story runtime can no
+    longer take a message; see turns.control). 200 ``{"ok": true, "requestId", "turnId"}``: the
+    story runtime's next model call includes the message (saved with the turn if it commits).
     """
     session = session_get_authorized(request, session_id)
     body = getattr(request, "covel_json", None)

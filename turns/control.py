@@ -23,10 +23,14 @@ A queued execution no worker claimed yet is aborted in the database directly: it
 ``{committed: false, abortReason: "aborted-by-player"}``; a later delivery of its task finds it
 taken and does nothing.
 
-Steer: the engine (``turns.engine``) has no hook yet that merges a player message into a story
-runtime's next model call, and spec 004 documents no fallback. The worker therefore answers a steer
-with ``steer_not_supported`` and the endpoint returns 501 with that code (after the same 404/409
-checks), never pretending the message reached the model.
+Steer: the worker's ``ExecutionControl.token`` is a ``turns.engine.steer.TurnControl`` (the
+CancelToken the engine gets as ``execution_run(cancel=...)``) and a steer request is offered to
+its inbox; the story runtime's next model call includes it (spec 004 §回合中控制 steer: 消息并入
+story runtime 的下一次 LLM 调用). The worker answers ``{"ok": true, "state": "running"}`` when the
+inbox took it, ``{"ok": false, "code": "steer_closed"}`` when no story model call of the turn can
+take it any more (the story runtime already finished, the turn runs no agent story runtime, or
+it was stopped); the endpoint answers 200 or 409 steer_closed. A message is saved (chat record
+and prompt history) only with a committed turn (turns.engine.run).
 
 Provider keys (``X-Provider-Keys``: base64(JSON) ``{provider: key}``). Never written to the
 database. ``provider_keys_put`` keeps them until the worker claims the execution
@@ -58,7 +62,7 @@ from django.utils import timezone
 
 from turns import eventbus
 from turns.engine.run import ABORTED_BY_PLAYER
-from turns.errors import STEER_NOT_SUPPORTED, NoActiveTurn, SteerNotSupported, TurnNotReachable
+from turns.errors import STEER_CLOSED, NoActiveTurn, SteerClosed, TurnNotReachable
 
 logger = logging.getLogger("covel.turns.control")
 
@@ -90,16 +94,16 @@ class ExecutionControl:
     Create it before claiming the row (so no request published between the claim and the
     subscription is lost), call ``claimed()`` once the claim succeeded, ``started()`` when the
     session lock is held, ``close()`` when the execution finished (or the claim failed).
-    ``token`` is the ``CancelToken`` handed to the engine; an abort cancels it with
-    ``"aborted-by-player"``. Replies are sent only by a worker that owns the claim: a request that
+    ``token`` is the ``TurnControl`` (a CancelToken with a steer inbox) handed to the engine; an
+    abort cancels it with ``"aborted-by-player"``, a steer is offered to its inbox. Replies are sent only by a worker that owns the claim: a request that
     arrives earlier is answered right after ``claimed()``.
     """
 
     def __init__(self, execution_id: str) -> None:
-        from turns.engine.tools.context import CancelToken
+        from turns.engine.steer import TurnControl
 
         self.execution_id = str(execution_id)
-        self.token = CancelToken()
+        self.token = TurnControl()
         self._lock = threading.Lock()
         self._is_claimed = False
         self._state = STATE_WAITING
@@ -148,8 +152,12 @@ class ExecutionControl:
         if message.get("action") == ACTION_ABORT:
             reply: dict[str, Any] = {"ok": True, "executionId": self.execution_id, "state": state}
         else:
-            reply = {"ok": False, "executionId": self.execution_id, "code": STEER_NOT_SUPPORTED,
-                     "message": "This server's turn engine cannot merge a message into a running turn"}
+            text = message.get("message")
+            if state == STATE_RUNNING and isinstance(text, str) and text.strip() and self.token.steer_offer(text):
+                reply = {"ok": True, "executionId": self.execution_id, "state": state}
+            else:
+                reply = {"ok": False, "executionId": self.execution_id, "code": STEER_CLOSED,
+                         "message": "The running turn's story runtime can no longer take a message"}
         try:
             eventbus.publish(reply_to, reply)
         except Exception:
@@ -286,9 +294,10 @@ def turn_steer(session, message: str) -> dict[str, Any]:
     """Hand ``message`` to the session's current turn (spec 004 §回合中控制 steer).
 
     Raises 409 no_active_turn (no current turn: nothing holds the session lock), 409
-    turn_not_reachable (no worker acknowledged), 501 steer_not_supported (the worker running the
-    turn answered that its engine cannot take a message mid-turn; see the module docstring).
-    Returns ``{"ok": true, "requestId", "turnId"}`` once an engine accepted it.
+    turn_not_reachable (no worker acknowledged), 409 steer_closed (the worker running the turn
+    answered that no story model call of it can take the message any more; module docstring).
+    Returns ``{"ok": true, "requestId", "turnId"}`` once the turn's steer inbox took it: the story
+    runtime's next model call includes it.
     """
     current = _current_turn(session.pk)
     if current is None:
@@ -299,10 +308,13 @@ def turn_steer(session, message: str) -> dict[str, Any]:
             raise NoActiveTurn()
         raise TurnNotReachable()
     if not reply.get("ok"):
-        if reply.get("code") == STEER_NOT_SUPPORTED:
-            raise SteerNotSupported(str(reply.get("message") or ""))
+        if reply.get("code") == STEER_CLOSED:
+            raise SteerClosed()
         raise TurnNotReachable()
-    return {"ok": True, "requestId": current.request_id, "turnId": current.turn_id}
+    from turns.models import Execution
+
+    turn_id = Execution.objects.filter(pk=current.pk).values_list("turn_id", flat=True).first() or current.turn_id
+    return {"ok": True, "requestId": current.request_id, "turnId": turn_id}
 
 
 # --- provider keys ------------------------------------------------------------------------------

@@ -90,7 +90,7 @@ class SessionIncarnationChanged(ApiError):
 
 NO_ACTIVE_TURN = "no_active_turn"
 TURN_NOT_REACHABLE = "turn_not_reachable"
-STEER_NOT_SUPPORTED = "steer_not_supported"
+STEER_CLOSED = "steer_closed"
 
 
 class NoActiveTurn(ApiError):
@@ -115,11 +115,14 @@ class TurnNotReachable(ApiError):
         super().__init__(message="The turn's worker did not answer; the turn may have just ended or its worker stopped")
 
 
-class SteerNotSupported(ApiError):
-    """501 steer_not_supported: the worker running the turn cannot merge a message into it."""
+class SteerClosed(ApiError):
+    """409 steer_closed: a turn runs, but no story model call of it can take a message any more
+    (its story runtime already finished, it runs no agent story runtime, or it is being stopped).
+    Spec 004 §回合中控制 steer merges a message only into a story runtime's next LLM call and
+    answers 409 when there is nothing to steer."""
 
-    status = 501
-    code = STEER_NOT_SUPPORTED
+    status = 409
+    code = STEER_CLOSED
 
-    def __init__(self, message: str = "") -> None:
-        super().__init__(message=message or "This server cannot steer a running turn")
+    def __init__(self) -> None:
+        super().__init__(message="The running turn's story runtime can no longer take a message")

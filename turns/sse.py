@@ -3,7 +3,10 @@
 Worker side (``ExecutionSink``): every frame the engine emits gets the next ``index``; persisted
 frames are written to ``ExecutionFrame`` and then announced on the bus channel
 ``execution:<id>``; ephemeral frames (``narrative.delta``) only travel over the bus, tagged with
-the index of the last persisted frame before them (``after``).
+the index of the last persisted frame before them (``after``). Persisted frames are coalesced:
+held back and written by one bulk INSERT (one transaction) per flush, after
+``FLUSH_WINDOW_SECONDS`` (checked at each emit), at once at the natural boundaries of
+``FLUSH_NOW_TYPES`` and the final frame, and at close (see ``ExecutionSink``).
 
 Web side (``execution_stream``): an async generator of SSE chunks. It subscribes to the bus,
 reads the persisted frames from the database (so a client never misses one, whatever the bus
@@ -37,6 +40,16 @@ KEEPALIVE_SECONDS = 15.0
 POLL_SECONDS = 1.0
 STALE_CHECK_SECONDS = 5.0
 _MAX_HELD_EPHEMERAL = 2000
+#: Seconds a persisted frame may wait in the sink for more frames to share its INSERT. Checked
+#: whenever a frame is emitted (no timer thread: a flush never competes with the engine's own
+#: transaction for the database).
+FLUSH_WINDOW_SECONDS = 0.005
+#: Frame types written together with everything before them as soon as they are emitted: the
+#: frames a client waits on (interaction.requested, a runtime's end, an error) and the ones
+#: before the engine blocks on a model or a tool (so nothing waits for that call to return).
+FLUSH_NOW_TYPES: frozenset[str] = frozenset({
+    "interaction.requested", "runtime.completed", "runtime.failed", ERROR_OCCURRED, "llm.calling", "tool.calling",
+})
 
 
 def execution_channel(execution_id: str) -> str:
@@ -58,8 +71,17 @@ class ExecutionSink:
     belongs to (default: the execution's current turn, see ``turn_id``); ``ephemeral=True`` for
     frames a client may lose (``narrative.delta``): bus only, never stored.
     Called inside a ``transaction.atomic()`` block, a persisted frame is written after that
-    transaction commits (or, if it rolls back, at the next emit outside it / at ``close``) so a
+    transaction commits (or, if it rolls back, at the next flush outside it / at ``close``) so a
     frame never depends on the turn's own transaction; its position in the stream is kept.
+
+    Coalescing: persisted frames are held in ``_pending`` and written by one bulk INSERT per
+    flush, then announced on the bus in index order (publish after persist, so a relay that
+    reads the database on any announcement finds the frame). A flush happens when a frame of
+    ``FLUSH_NOW_TYPES`` or the final frame is emitted, when the oldest held frame is at least
+    ``FLUSH_WINDOW_SECONDS`` old at an emit, before an ephemeral frame is announced (its
+    ``after`` frame is stored first), at ``close``/``complete``/``reject``/``end`` and after the
+    enclosing transaction commits. Held frames are invisible to clients until then; nothing is
+    dropped or reordered.
     """
 
     def __init__(self, *, execution_id: str, turn_id: str = "", start_index: int = 0) -> None:
@@ -67,6 +89,7 @@ class ExecutionSink:
         self.turn_id = turn_id
         self._index = start_index
         self._pending: list = []
+        self._pending_since = 0.0  # time.monotonic() of the oldest frame in _pending
         self._lock = threading.RLock()
         self.persisted_count = 0
         self.emitted_count = 0
@@ -103,7 +126,7 @@ class ExecutionSink:
         self._publish({"k": "end", "index": last})
 
     def close(self) -> None:
-        """Write every frame still held back by an open or rolled-back transaction."""
+        """Write every frame still held back (coalescing window, open or rolled-back transaction)."""
         with self._lock:
             self._flush_locked()
 
@@ -115,10 +138,14 @@ class ExecutionSink:
         with self._lock:
             self.emitted_count += 1
             if ephemeral:
+                self._flush_locked()
                 self._publish({"k": "e", "after": self._index, "type": type, "turnId": turn, "payload": payload,
                                "timestamp": stamp})
                 return
             self._index += 1
+            now = time.monotonic()
+            if not self._pending:
+                self._pending_since = now
             self._pending.append(ExecutionFrame(
                 execution_id=self.execution_id, index=self._index, type=type, turn_id=turn or "",
                 payload=payload, timestamp=stamp, is_final=is_final,
@@ -126,7 +153,8 @@ class ExecutionSink:
             if connection.in_atomic_block:
                 transaction.on_commit(self.close)
                 return
-            self._flush_locked()
+            if is_final or type in FLUSH_NOW_TYPES or now - self._pending_since >= FLUSH_WINDOW_SECONDS:
+                self._flush_locked()
 
     def _flush_locked(self) -> None:
         from turns.models import ExecutionFrame

@@ -1,5 +1,6 @@
 """POST /api/sessions/:id/abort and /steer (spec 004 §回合中控制（W4）): control requests reach the
-worker running the turn over the control channel (turns.control) and are acknowledged.
+worker running the turn over the control channel (turns.control) and are acknowledged; a steer
+message reaches the story runtime's next model call and is saved with the committed turn.
 
 Turns run on the in-process worker (and, in the hosted run, one test on a real Celery worker
 process) against the real engine with the offline scripted model, slowed down with
@@ -22,7 +23,7 @@ from sessions.models import ChatMessage, Session, TurnMessage
 from tests.turns.test_actions_helpers import action_body, post_action, session_make, stream_read
 from tests.turns.test_actions_worker import WORKER_START_SECONDS, celery_worker_process  # noqa: F401 (fixture)
 from turns.locks import session_lock
-from turns.models import Execution, ExecutionFrame, TurnResult
+from turns.models import Execution, ExecutionFrame, RuntimeOutput, TraceEvent, TurnResult
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -199,20 +200,70 @@ def test_abort_is_409_when_no_worker_acknowledges(api, settings):
     assert steer.status_code == 409 and steer.json()["code"] == "turn_not_reachable"
 
 
-def test_steer_reaches_the_worker_which_answers_not_supported(api, slow_model):
+def _assert_steer_merged_and_saved(session: Session, frames: list[dict], message: str) -> None:
+    """The story runtime made one more model call whose request carries the steer message, and the
+    committed turn saved it (chat record + prompt history) between the player input and the prose."""
+    assert frames[-1]["type"] == "execution.completed" and frames[-1]["payload"]["committed"] is True
+    model_facing = f"[steer] {message}"
+    calls = [f["payload"] for f in frames if f["type"] == "llm.calling"]
+    steered = [c for c in calls if {"role": "user", "content": model_facing} in c["messages"]]
+    assert steered and steered[0]["step"] >= 2  # it arrived while step 1 streamed
+    applied = TraceEvent.objects.get(session=session, type="steer.applied")
+    assert applied.payload["message"] == message and applied.payload["step"] == steered[0]["step"]
+    output = RuntimeOutput.objects.get(session=session, runtime_id=applied.runtime_id)
+    assert {"role": "user", "content": model_facing} in output.full_prompt
+    chat = list(ChatMessage.objects.filter(session=session).order_by("created_at", "id").values_list("role", "kind", "content"))
+    story = ChatMessage.objects.get(session=session, kind="story")
+    assert chat == [("user", "text", "I walk into the fog."), ("user", "steer", message), ("assistant", "story", story.content)]
+    assert frames[[f["type"] for f in frames].index("narrative.completed")]["payload"]["text"] == story.content
+    prompt = list(TurnMessage.objects.filter(session=session).order_by("id").values_list("role", "content"))
+    assert prompt == [("user", {"text": "I walk into the fog."}), ("user", {"text": model_facing, "steer": True}),
+                      ("assistant", {"text": story.content})]
+
+
+def test_steer_reaches_the_story_runtimes_next_model_call_and_is_saved_with_the_turn(api, slow_model):
     # given a turn whose narration is streaming
     session = _player_session()
     results: dict = {}
     thread = _play_in_thread(session.id, "req-steer", results)
-    _wait_for(lambda: _model_streaming("req-steer"))
-    # when
+    execution = _wait_for(lambda: _model_streaming("req-steer"))
+    # when the player interjects
     response = _post(api, f"/api/sessions/{session.id}/steer", {"message": "A bell rings somewhere."})
     thread.join(WAIT_SECONDS)
-    # then the worker answered: this engine cannot merge a message mid-turn; the turn is untouched
-    assert response.status_code == 501
-    assert response.json()["code"] == "steer_not_supported"
-    assert results["req-steer"][-1]["payload"]["committed"] is True
-    assert not ChatMessage.objects.filter(session=session, content__contains="bell").exists()
+    # then the worker's engine took it, merged it into one more story model call and saved it
+    assert not thread.is_alive()
+    assert response.status_code == 200, response.content
+    execution.refresh_from_db()
+    assert response.json() == {"ok": True, "requestId": "req-steer", "turnId": execution.turn_id}
+    _assert_steer_merged_and_saved(session, results["req-steer"], "A bell rings somewhere.")
+    # and after the turn there is nothing to steer
+    late = _post(api, f"/api/sessions/{session.id}/steer", {"message": "Too late."})
+    assert late.status_code == 409 and late.json()["code"] == "no_active_turn"
+
+
+def test_steer_of_a_turn_whose_story_can_take_no_more_messages_is_409_steer_closed(api):
+    # given a running turn (the database row and its worker's control listener) whose story
+    # runtime already made its last model call
+    from turns.control import ExecutionControl
+
+    session = _player_session()
+    now = timezone.now()
+    execution = Execution.objects.create(
+        session=session, request_id="req-closed", type="submit_actions", payload={}, trace_id=uuid.uuid4().hex,
+        turn_id=str(uuid.uuid4()), status=Execution.STATUS_RUNNING, claimed_at=now, heartbeat_at=now, started_at=now,
+    )
+    listener = ExecutionControl(str(execution.pk))
+    try:
+        listener.claimed()
+        listener.started()
+        listener.token.steer_take_or_close()
+        # when
+        response = _post(api, f"/api/sessions/{session.id}/steer", {"message": "Wait!"})
+    finally:
+        listener.close()
+    # then the worker refused it and nothing reached the engine
+    assert response.status_code == 409 and response.json()["code"] == "steer_closed"
+    assert listener.token.steer_take() == []
 
 
 def test_steer_checks_body_session_and_running_turn(api):
@@ -251,3 +302,21 @@ def test_abort_reaches_a_turn_running_on_a_real_celery_worker(api, slow_celery_w
     execution.refresh_from_db()
     assert execution.claimed_by.split(":")[1] != str(__import__("os").getpid())
     _assert_aborted_without_commit(session, results["req-remote"], execution)
+
+
+@pytest.mark.hosted_only
+def test_steer_reaches_a_turn_running_on_a_real_celery_worker(api, slow_celery_worker):
+    # given a turn streaming on a separate worker process (control travels over Redis)
+    session = _player_session()
+    results: dict = {}
+    thread = _play_in_thread(session.id, "req-remote-steer", results)
+    execution = _wait_for(lambda: _model_streaming("req-remote-steer"), WORKER_START_SECONDS)
+    # when
+    response = _post(api, f"/api/sessions/{session.id}/steer", {"message": "A bell rings somewhere."})
+    thread.join(WORKER_START_SECONDS)
+    # then that worker's story runtime took it into its next model call and saved it with the turn
+    assert response.status_code == 200, response.content
+    assert response.json()["requestId"] == "req-remote-steer"
+    execution.refresh_from_db()
+    assert execution.claimed_by.split(":")[1] != str(__import__("os").getpid())
+    _assert_steer_merged_and_saved(session, results["req-remote-steer"], "A bell rings somewhere.")

@@ -12,6 +12,10 @@ Rules (spec 000 §ToolExecutor 授权, §runtime-done; spec 004 §Turn 执行):
   agent.llm.toolChoice applies to the first step.
 - each step emits step.started, llm.calling, llm.responded, tool.calling/completed/failed,
   step.completed; story prose streams as narrative.delta.
+- steer (spec 004 §回合中控制 steer; turns.engine.steer): a story runtime whose ``env.cancel`` is a
+  TurnControl drains its steer inbox before every model call and appends each message as a user
+  message (``steer.applied`` trace row). A message that arrives while the final prose streams
+  costs one more model call within loop.maxSteps (else ``steer.discarded``, reason max_steps).
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from turns.engine.runtime import (
     TurnInfo,
 )
 from turns.engine.state import EngineStateView, StagedProposals
+from turns.engine.steer import STEER_APPLIED, STEER_DISCARDED, AppliedSteer, steer_text, turn_control_of
 from turns.engine.tools import proposals as P
 from turns.engine.tools.envelope import envelope_json, instruction_locale_for
 from turns.engine.tools.executor import CONTROL_DONE, CONTROL_SUSPEND, STATUS_SUCCESS as CALL_SUCCESS, ToolCall
@@ -359,12 +364,22 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
     last_text = ""
     done = False
     interactions: dict[str, dict[str, Any]] = {}
+    steer = turn_control_of(env.cancel) if is_story else None
+    steer_carried: list[str] = []
     for step in range(1, max_steps + 1):
         if env.cancel.is_cancelled:
             raise RuntimeFailure("aborted", "the execution was stopped")
         if (time.monotonic() - started) * 1000 > timeout_ms:
             raise RuntimeFailure("timeout", f"runtime did not finish within {timeout_ms} ms")
         emit(T.STEP_STARTED, {"step": step})
+        if steer is not None:
+            incoming, steer_carried = steer_carried + steer.steer_take(), []
+            for message in incoming:
+                content = steer_text(message, locale=env.snapshot.locale)
+                messages.append({"role": "user", "content": content})
+                steer.steer_applied_add(AppliedSteer(message=message, text=content, runtime_id=runtime.id,
+                                                     plugin_id=runtime.plugin_id, step=step))
+                emit(STEER_APPLIED, {"step": step, "message": message})
         request = ModelRequest(
             messages=json_copy(messages), tools=definitions, tool_choice=tool_choice if step == 1 else ("auto" if tool_choice == "required" else tool_choice),
             context={
@@ -413,6 +428,12 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
             emit(T.STEP_COMPLETED, {"step": step, "toolCallCount": 0})
             if is_story:
                 if text.strip():
+                    late = steer.steer_take_or_close() if steer is not None else []
+                    if late and step < max_steps:
+                        steer_carried = late  # digest them in one more model call
+                        continue
+                    for message in late:
+                        emit(STEER_DISCARDED, {"step": step, "message": message, "reason": "max_steps"})
                     result.text = text
                     result.output = {STORY_OUTPUT_KEY: text}
                     done = True

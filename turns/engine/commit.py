@@ -26,6 +26,7 @@ from django.db import IntegrityError, transaction
 
 from turns.engine import trace as T
 from turns.engine.appliers import CommitContext, ProposalRejected, appliers
+from turns.engine.appliers.plugin_data import plugin_data_forget, plugin_data_prefetch
 from turns.engine.appliers.interaction import interaction_record
 from turns.engine.runtime import STATUS_SUCCESS, RuntimeResult, TurnInfo
 from turns.engine.tools import proposals as P
@@ -133,6 +134,8 @@ def turn_commit(*, session_id: str, plan: CommitPlan, results: list[RuntimeResul
                          answered_at=_now())
                 if not updated:
                     raise CommitFailed("interaction_already_submitted", "This interaction was already answered.")
+            # Every plugin-data row the proposals name, in one query (see appliers/plugin_data.py).
+            plugin_data_prefetch(ctx, [p for r in results if r.contributes for p in r.proposals])
             for result in results:
                 if not result.contributes or (not result.proposals and not result.pending_inputs):
                     continue
@@ -148,6 +151,7 @@ def turn_commit(*, session_id: str, plan: CommitPlan, results: list[RuntimeResul
                         raise CommitFailed("proposal_failed", f"{result.runtime_id}: {message}") from None
                     del ctx.events[marker[0]:]
                     del ctx.messages[marker[1]:]
+                    plugin_data_forget(ctx)  # its cache may hold rows the rollback removed
                     failed.append({"runtimeId": result.runtime_id, "pluginId": result.plugin_id, "code": code, "message": message})
             for result in results:
                 if result.is_story and result.status == STATUS_SUCCESS and result.text:

@@ -14,6 +14,13 @@ RuntimeJob rows through ``jobs.services.runtime_jobs_enqueue`` in the same trans
 worker then calls ``runtime_job_execute(job_id)`` (runs the runtime with the job's frozen inputs
 and settings; no lock, no commit) and, holding the session lock, ``runtime_job_commit(run,
 in_transaction=hook)`` (one transaction; the hook checks the job's fencing token).
+
+Steer (spec 004 §回合中控制 steer; turns.engine.steer): when ``cancel`` is a ``TurnControl`` its
+steer inbox is open while a turn that runs an agent story runtime is running its runtimes; the
+story loop merges the messages into its next model call. A committed turn saves each merged
+message in the same transaction as a user ChatMessage (kind ``steer``) and a user TurnMessage
+(the model-facing text) placed right before the story runtime's prose; an uncommitted turn
+saves none. Accepted messages no model call took leave a ``steer.discarded`` trace row.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from turns.engine.runtime import (
 from turns.engine.schedule import DeferredResult, runtime_run, turn_runtimes_run
 from turns.engine.setup import setup_all_done, setup_states_settle
 from turns.engine.snapshot import session_snapshot_load
+from turns.engine.steer import STEER_DISCARDED, STEER_MESSAGE_KIND, AppliedSteer, TurnControl, turn_control_of
 from turns.engine.tools.context import CancelToken
 
 logger = logging.getLogger(__name__)
@@ -125,7 +133,9 @@ def execution_run(
     provider_keys: the request's X-Provider-Keys ({provider: key}), kept in memory only.
     plugin_settings: X-Plugin-User-Settings ({pluginId: {key: value}}).
     cancel: set by the bridge on abort (stops the LLM stream, skips later runtimes, no commit:
-    execution.completed carries abortReason "aborted-by-player").
+    execution.completed carries abortReason "aborted-by-player"). A ``TurnControl``
+    (turns.engine.steer) also carries /steer messages into the story runtime's next model call;
+    a plain CancelToken disables steering.
     plugin_registry / model_router: injectable for tests and embedding hosts; default to the
     process registry (sessions.catalog.plugin_registry) and COVEL_HOME/llm.toml.
     Preconditions: the caller holds the session lock for the whole call.
@@ -137,7 +147,7 @@ def execution_run(
     session = Session.objects.get(pk=execution.session_id)
     trace_id = execution.trace_id or str(uuid.uuid4())
     payload = dict(execution.payload or {})
-    cancel = cancel or CancelToken()
+    cancel = cancel or TurnControl()
     if session.status != Session.STATUS_ACTIVE:
         return _reject(sink, "session_not_active", f"Session is {session.status}")
     if plugin_registry is None:
@@ -289,12 +299,25 @@ class _Runner:
                                                "kind": turn.kind,
                                                **({"playerInput": {"actions": player_input.actions, "messageId": player_input.message_id}} if player_input else {})},
                          turn_id=turn.turn_id)
+        steer = turn_control_of(self.cancel)
+        if steer is not None:
+            if _runs_story_agent(env, turn):
+                steer.steer_open()
+            else:
+                self._steer_discard(turn, steer.steer_close(), "no_story_runtime")
         results = turn_runtimes_run(env, turn)
+        applied: list[AppliedSteer] = []
+        if steer is not None:
+            self._steer_discard(turn, steer.steer_close(), "not_taken")
+            applied = steer.steer_applied_take()
         snapshot = env.snapshot
         plan = CommitPlan(turn=turn, execution_id=str(self.execution.pk), trace_id=self.trace_id, player_input=player_input,
                           answers=answers, lore_override=lore_override,
                           summary={"origin": turn.origin, "kind": turn.kind,
                                    **({"playerInput": {"actions": player_input.actions, "messageId": player_input.message_id}} if player_input else {})})
+        if applied:
+            plan.summary["steer"] = [{"message": a.message, "runtimeId": a.runtime_id, "step": a.step} for a in applied]
+            plan.in_transaction.append(_steer_messages_hook(turn.turn_id, applied))
         failed_ids = [r.runtime_id for r in results if r.status == STATUS_FAILED]
         versions = _plugin_versions(env)
         deferred = [r for r in results if isinstance(r, DeferredResult)]
@@ -348,6 +371,10 @@ class _Runner:
                                turn_id=turn.turn_id)
         return _TurnOutcome(committed=True, phase_became_playing=phase_became_playing, failed_runtime_ids=failed_ids)
 
+    def _steer_discard(self, turn: TurnInfo, messages: list[str], reason: str) -> None:
+        for message in messages:
+            self.tracer.emit(STEER_DISCARDED, {"message": message, "reason": reason}, turn_id=turn.turn_id)
+
     def _deferred_jobs(self, env: ExecutionEnv, turn: TurnInfo, deferred: list[DeferredResult],
                        versions: dict[str, str | None]) -> list[dict[str, Any]]:
         """Job specs of the detached runtimes with everything frozen at this turn (spec 004 §Turn
@@ -384,6 +411,58 @@ class _TurnOutcome:
     abort_reason: str | None = None
     error: dict[str, Any] | None = None
     failed_runtime_ids: list[str] = field(default_factory=list)
+
+
+def _runs_story_agent(env: ExecutionEnv, turn: TurnInfo) -> bool:
+    """Whether the turn selects an agent story runtime that runs (the only kind that takes steer)."""
+    from turns.engine.agent import is_story_runtime
+    from turns.engine.schedule import runtimes_select
+
+    return any(reason is None and runtime.agent is not None and is_story_runtime(runtime)
+               for runtime, reason in runtimes_select(env, turn))
+
+
+def _steer_messages_hook(turn_id: str, applied: list[AppliedSteer]):
+    """Commit hook saving the merged steer messages (spec 004 §steer: 回合提交时，它和回合在同一个
+    事务里保存到对话历史和聊天记录): a user ChatMessage (kind ``steer``, the player's text) and a
+    user TurnMessage (the model-facing text) each, ordered before the prose of the story runtime
+    that took them: that runtime's last story rows of the turn (and everything written after
+    them) are re-inserted after the steer rows (new row ids; message ids, chat times and content
+    kept), so history read by id or by (created_at, id) shows player, steer, story."""
+
+    def hook(session) -> list:
+        from sessions.models import ChatMessage, TurnMessage
+
+        runtime_ids = {a.runtime_id for a in applied}
+        chat = list(ChatMessage.objects.filter(session=session, turn_id=turn_id).order_by("id"))
+        story_chat = [m for m in chat if m.kind == "story" and m.role == "assistant"
+                      and (m.metadata or {}).get("runtimeId") in runtime_ids]
+        chat_from = story_chat[-1].pk if story_chat else None
+        chat_after = [m for m in chat if chat_from is not None and m.pk >= chat_from]
+        prompt = list(TurnMessage.objects.filter(session=session, turn_id=turn_id).order_by("id"))
+        story_prompt = [m for m in prompt if m.role == "assistant" and m.runtime_id in runtime_ids]
+        prompt_from = story_prompt[-1].pk if story_prompt else None
+        prompt_after = [m for m in prompt if prompt_from is not None and m.pk >= prompt_from]
+        ChatMessage.objects.filter(pk__in=[m.pk for m in chat_after]).delete()
+        TurnMessage.objects.filter(pk__in=[m.pk for m in prompt_after]).delete()
+        at = chat_after[0].created_at if chat_after else None
+        for item in applied:
+            ChatMessage.objects.create(session=session, message_id=str(uuid.uuid4()), role="user", kind=STEER_MESSAGE_KIND,
+                                       content=item.message, turn_id=turn_id,
+                                       metadata={"steer": True, "pluginId": item.plugin_id, "runtimeId": item.runtime_id,
+                                                 "step": item.step},
+                                       **({"created_at": at} if at is not None else {}))
+            TurnMessage.objects.create(session=session, turn_id=turn_id, runtime_id=item.runtime_id, role="user",
+                                       content={"text": item.text, "steer": True})
+        for row in chat_after:
+            row.pk = None
+            row.save(force_insert=True)
+        for row in prompt_after:
+            row.pk = None
+            row.save(force_insert=True)
+        return []
+
+    return hook
 
 
 def _jobs_enqueue_hook(jobs: list[dict[str, Any]]):

@@ -1,11 +1,23 @@
 """plugin.data / plugin.data.batch / plugin.data.delete / plugin.data.update (PluginData rows,
 ``plugin-data.changed``). Rows are keyed by the proposal's source plugin; namespaces starting
-with ``_`` are reserved for the framework and values are at most 256 KiB of JSON."""
+with ``_`` are reserved for the framework and values are at most 256 KiB of JSON.
+
+Reads are batched per commit: ``plugin_data_prefetch`` (called by the commit chain before the
+runtimes are applied) loads every row the commit's plugin-data proposals name in one query into
+a cache on the CommitContext; appliers read and update that cache instead of selecting each key,
+and fall back to the database for a key it does not know. The commit chain drops the cache
+(``plugin_data_forget``) when a runtime's savepoint rolls back, since it may then hold rows that
+no longer exist. A batch with distinct keys is written with one DELETE, one bulk INSERT and one
+bulk UPDATE at most.
+"""
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+from django.db.models import Q
+from django.utils import timezone
 
 from plugins_app.models import PLUGIN_DATA_VALUE_MAX_BYTES, PluginData
 from turns.engine.appliers import CommitContext, ProposalRejected
@@ -26,20 +38,128 @@ def _check(plugin_id: str | None, namespace: str, value: Any = None, *, has_valu
     return plugin_id
 
 
+_CACHE_ATTR = "plugin_data_rows"  # CommitContext attribute: {(plugin, ns, key): PluginData | None}
+_KINDS = frozenset({"plugin.data", "plugin.data.batch", "plugin.data.delete", "plugin.data.update"})
+
+Key = tuple[str, str, str]
+
+
+def plugin_data_prefetch(ctx: CommitContext, proposals: list[Proposal]) -> None:
+    """Load, in one query, the PluginData rows every plugin-data proposal of ``proposals`` names
+    (raw payloads; malformed entries are skipped and later read one by one) into ctx's cache."""
+    keys: set[Key] = set()
+    for proposal in proposals:
+        if proposal.kind not in _KINDS or not proposal.plugin_id or not isinstance(proposal.payload, dict):
+            continue
+        entries = proposal.payload.get("entries") if proposal.kind == "plugin.data.batch" else [proposal.payload]
+        for entry in entries if isinstance(entries, list) else []:
+            if isinstance(entry, dict) and isinstance(entry.get("namespace"), str) and isinstance(entry.get("key"), str):
+                keys.add((proposal.plugin_id, entry["namespace"], entry["key"]))
+    cache: dict[Key, PluginData | None] = dict.fromkeys(keys)
+    if keys:
+        match = Q()
+        for plugin_id, namespace, key in keys:
+            match |= Q(plugin_id=plugin_id, namespace=namespace, key=key)
+        for row in PluginData.objects.filter(match, session=ctx.session):
+            cache[(row.plugin_id, row.namespace, row.key)] = row
+    setattr(ctx, _CACHE_ATTR, cache)
+
+
+def plugin_data_forget(ctx: CommitContext) -> None:
+    """Drop ctx's row cache (after a savepoint rollback); later reads go to the database."""
+    setattr(ctx, _CACHE_ATTR, None)
+
+
+def _rows_get(ctx: CommitContext, plugin_id: str, keys: list[tuple[str, str]]) -> dict[Key, PluginData | None]:
+    """Current rows of ``keys`` ((namespace, key) pairs): from the cache, the rest in one query."""
+    cache = getattr(ctx, _CACHE_ATTR, None)
+    out: dict[Key, PluginData | None] = {}
+    missing: list[Key] = []
+    for namespace, key in keys:
+        full = (plugin_id, namespace, key)
+        if cache is not None and full in cache:
+            out[full] = cache[full]
+        else:
+            missing.append(full)
+    if missing:
+        out.update(dict.fromkeys(missing))
+        match = Q()
+        for _plugin, namespace, key in missing:
+            match |= Q(namespace=namespace, key=key)
+        for row in PluginData.objects.filter(match, session=ctx.session, plugin_id=plugin_id):
+            out[(plugin_id, row.namespace, row.key)] = row
+        if cache is not None:
+            cache.update((full, out[full]) for full in missing)
+    return out
+
+
+def _remember(ctx: CommitContext, plugin_id: str, namespace: str, key: str, row: PluginData | None) -> None:
+    cache = getattr(ctx, _CACHE_ATTR, None)
+    if cache is not None:
+        # A row without a primary key (a backend that does not return ids from bulk inserts)
+        # cannot be updated from memory: forget it so the next write reads it.
+        if row is not None and row.pk is None:
+            cache.pop((plugin_id, namespace, key), None)
+        else:
+            cache[(plugin_id, namespace, key)] = row
+
+
 def _write(ctx: CommitContext, plugin_id: str, namespace: str, key: str, value: Any) -> dict[str, Any]:
-    row = PluginData.objects.filter(session=ctx.session, plugin_id=plugin_id, namespace=namespace, key=key).first()
+    row = _rows_get(ctx, plugin_id, [(namespace, key)])[(plugin_id, namespace, key)]
     if row is None:
         row = PluginData.objects.create(session=ctx.session, plugin_id=plugin_id, namespace=namespace, key=key, value=value)
     else:
         row.value = value
         row.version += 1
         row.save(update_fields=["value", "version", "updated_at"])
+    _remember(ctx, plugin_id, namespace, key, row)
     return {"namespace": namespace, "key": key, "op": "set", "version": row.version}
 
 
 def _delete(ctx: CommitContext, plugin_id: str, namespace: str, key: str) -> dict[str, Any]:
     PluginData.objects.filter(session=ctx.session, plugin_id=plugin_id, namespace=namespace, key=key).delete()
+    _remember(ctx, plugin_id, namespace, key, None)
     return {"namespace": namespace, "key": key, "op": "delete"}
+
+
+def _batch_write(ctx: CommitContext, plugin_id: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Apply checked batch entries with distinct (namespace, key): one read of the rows not in the
+    cache, then at most one DELETE, one bulk INSERT and one bulk UPDATE."""
+    rows = _rows_get(ctx, plugin_id, [(e["namespace"], e["key"]) for e in entries])
+    deletes: list[int] = []
+    creates: list[PluginData] = []
+    updates: list[PluginData] = []
+    changes: list[dict[str, Any]] = []
+    now = timezone.now()
+    for entry in entries:
+        namespace, key = entry["namespace"], entry["key"]
+        row = rows[(plugin_id, namespace, key)]
+        if entry.get("delete"):
+            if row is not None:
+                deletes.append(row.pk)
+            rows[(plugin_id, namespace, key)] = None
+            changes.append({"namespace": namespace, "key": key, "op": "delete"})
+            continue
+        if row is None:
+            row = PluginData(session=ctx.session, plugin_id=plugin_id, namespace=namespace, key=key,
+                             value=entry.get("value"))
+            creates.append(row)
+        else:
+            row.value = entry.get("value")
+            row.version += 1
+            row.updated_at = now
+            updates.append(row)
+        rows[(plugin_id, namespace, key)] = row
+        changes.append({"namespace": namespace, "key": key, "op": "set", "version": row.version})
+    if deletes:
+        PluginData.objects.filter(pk__in=deletes).delete()
+    if creates:
+        PluginData.objects.bulk_create(creates)
+    if updates:
+        PluginData.objects.bulk_update(updates, ["value", "version", "updated_at"])
+    for (_plugin, namespace, key), row in rows.items():
+        _remember(ctx, plugin_id, namespace, key, row)
+    return changes
 
 
 def _changed(ctx: CommitContext, plugin_id: str, changes: list[dict[str, Any]]) -> None:
@@ -54,10 +174,16 @@ def apply_plugin_data(ctx: CommitContext, proposal: Proposal) -> None:
 
 
 def apply_plugin_data_batch(ctx: CommitContext, proposal: Proposal) -> None:
-    changes = []
+    entries = proposal.payload["entries"]
     plugin_id = proposal.plugin_id or ""
-    for entry in proposal.payload["entries"]:
+    for entry in entries:
         plugin_id = _check(proposal.plugin_id, entry["namespace"], entry.get("value"), has_value=not entry.get("delete"))
+    if len({(e["namespace"], e["key"]) for e in entries}) == len(entries):
+        _changed(ctx, plugin_id, _batch_write(ctx, plugin_id, entries))
+        return
+    # A key written more than once: apply the entries one after the other.
+    changes = []
+    for entry in entries:
         if entry.get("delete"):
             changes.append(_delete(ctx, plugin_id, entry["namespace"], entry["key"]))
         else:
@@ -74,7 +200,7 @@ def apply_plugin_data_delete(ctx: CommitContext, proposal: Proposal) -> None:
 def apply_plugin_data_update(ctx: CommitContext, proposal: Proposal) -> None:
     p = proposal.payload
     plugin_id = _check(proposal.plugin_id, p["namespace"])
-    row = PluginData.objects.filter(session=ctx.session, plugin_id=plugin_id, namespace=p["namespace"], key=p["key"]).first()
+    row = _rows_get(ctx, plugin_id, [(p["namespace"], p["key"])])[(plugin_id, p["namespace"], p["key"])]
     try:
         exists, value = apply_data_ops(row is not None, row.value if row else None, p["ops"])
     except DataOpError as exc:

@@ -1,0 +1,90 @@
+"""The plugin-data appliers with the commit's row cache: batches with distinct and repeated keys,
+and the cache being dropped after a savepoint rollback (turns/engine/appliers/plugin_data.py)."""
+import pytest
+from django.db import transaction
+
+from plugins_app.models import PluginData
+from tests.turns.engine.support import session_create
+from turns.engine.appliers import CommitContext, ProposalRejected, appliers
+from turns.engine.appliers.plugin_data import plugin_data_forget, plugin_data_prefetch
+from turns.engine.tools.proposals import Proposal
+
+pytestmark = pytest.mark.django_db
+
+
+def _apply(ctx, proposal):
+    appliers()[proposal.kind](ctx, proposal)
+
+
+def _value(session, namespace, key):
+    row = PluginData.objects.filter(session=session, plugin_id="notes", namespace=namespace, key=key).first()
+    return None if row is None else (row.value, row.version)
+
+
+def test_batch_with_distinct_keys_creates_updates_and_deletes_in_one_go():
+    # given a session with two stored keys and a prefetched commit context
+    session = session_create(plugins=["notes"])
+    PluginData.objects.create(session=session, plugin_id="notes", namespace="n", key="old", value=1)
+    PluginData.objects.create(session=session, plugin_id="notes", namespace="n", key="gone", value=2)
+    ctx = CommitContext(session=session, turn_id="t1")
+    batch = Proposal("plugin.data.batch", {"entries": [
+        {"namespace": "n", "key": "old", "value": 10},
+        {"namespace": "n", "key": "new", "value": {"a": 1}},
+        {"namespace": "n", "key": "gone", "delete": True},
+    ]}, plugin_id="notes")
+    plugin_data_prefetch(ctx, [batch])
+
+    # when the batch is applied, then a single plugin.data reads the cached row after it
+    with transaction.atomic():
+        _apply(ctx, batch)
+        _apply(ctx, Proposal("plugin.data", {"namespace": "n", "key": "new", "value": {"a": 2}}, plugin_id="notes"))
+
+    assert _value(session, "n", "old") == (10, 2)
+    assert _value(session, "n", "new") == ({"a": 2}, 2)
+    assert _value(session, "n", "gone") is None
+    changes = [e.payload["changes"] for e in ctx.events]
+    assert changes[0] == [{"namespace": "n", "key": "old", "op": "set", "version": 2},
+                          {"namespace": "n", "key": "new", "op": "set", "version": 1},
+                          {"namespace": "n", "key": "gone", "op": "delete"}]
+    assert changes[1] == [{"namespace": "n", "key": "new", "op": "set", "version": 2}]
+
+
+def test_batch_with_a_repeated_key_applies_entries_in_order():
+    # given a stored key
+    session = session_create(plugins=["notes"])
+    PluginData.objects.create(session=session, plugin_id="notes", namespace="n", key="k", value=1)
+    ctx = CommitContext(session=session, turn_id="t1")
+    batch = Proposal("plugin.data.batch", {"entries": [
+        {"namespace": "n", "key": "k", "delete": True},
+        {"namespace": "n", "key": "k", "value": 5},
+        {"namespace": "n", "key": "k", "value": 6},
+    ]}, plugin_id="notes")
+    plugin_data_prefetch(ctx, [batch])
+
+    # when the batch is applied
+    with transaction.atomic():
+        _apply(ctx, batch)
+
+    # then the key was deleted, created anew and updated once
+    assert _value(session, "n", "k") == (6, 2)
+    assert [c.get("version") for c in ctx.events[0].payload["changes"]] == [None, 1, 2]
+
+
+def test_forgotten_cache_reads_the_rows_a_rollback_left():
+    # given a context whose cache saw a write that a savepoint then rolled back
+    session = session_create(plugins=["notes"])
+    ctx = CommitContext(session=session, turn_id="t1")
+    write = Proposal("plugin.data", {"namespace": "n", "key": "k", "value": 1}, plugin_id="notes")
+    plugin_data_prefetch(ctx, [write])
+    with transaction.atomic():
+        with pytest.raises(ProposalRejected):
+            with transaction.atomic():
+                _apply(ctx, write)
+                _apply(ctx, Proposal("plugin.data", {"namespace": "_x", "key": "k", "value": 1}, plugin_id="notes"))
+        plugin_data_forget(ctx)
+
+        # when the same key is written again in the same commit
+        _apply(ctx, write)
+
+    # then it is created anew (version 1), not updated from the rolled-back row
+    assert _value(session, "n", "k") == (1, 1)
