@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import pytest
 
+from plugins_app.models import PluginData
 from sessions.models import ChatMessage, LorebookEntry, Session, World
 from tests.sessions.support import catalog, session  # noqa: F401
+from turns.models import SessionEvent
 
 pytestmark = pytest.mark.django_db
 
@@ -29,6 +31,22 @@ def test_unstorable_text_in_a_json_body_is_400_and_nothing_is_written(client, se
     assert response.json()["code"] == "invalid_request_body"
     assert response.json()["details"] == {"path": path}
     assert LorebookEntry.objects.filter(session_id=session["id"], owner=LorebookEntry.OWNER_PLAYER).count() == 0
+
+
+@pytest.mark.parametrize("number", [b"NaN", b"Infinity", b"-Infinity", b"1e400"])
+def test_non_finite_numbers_in_a_json_body_are_400_and_nothing_is_written(client, session, number):
+    sid = session["id"].encode()
+    events = SessionEvent.objects.filter(session_id=session["id"]).count()
+    emit = client.post("/api/events/emit", data=b'{"topic": "t", "sessionId": "%s", "payload": {"a": [%s]}}' % (sid, number),
+                       content_type="application/json")
+    put = client.put(f"/api/sessions/{session['id']}/plugin-data/teller/notes/n", data=b'{"value": %s}' % number,
+                     content_type="application/json")
+
+    for response, path in ((emit, ["payload", "a", "0"]), (put, ["value"])):
+        assert response.status_code == 400
+        assert response.json()["code"] == "invalid_request_body" and response.json()["details"] == {"path": path}
+    assert SessionEvent.objects.filter(session_id=session["id"]).count() == events
+    assert not PluginData.objects.filter(session_id=session["id"], key="n").exists()
 
 
 def test_nul_inside_a_nested_message_is_refused_before_the_route(client, session):

@@ -292,6 +292,24 @@ def test_raw_put_invalid_toml_writes_nothing(client, llm_path):
     assert llm_path.read_text(encoding="utf-8") == '[covel.story]\nprovider = "scripted"\n'
 
 
+@pytest.mark.parametrize("content, fragment", [
+    ("a = " + "[" * 3000 + "]" * 3000, "nested too deeply"),
+    ('[covel.story]\nprovider = "openai"\nmodel = "m"\nbaseUrl = "http://[::1"\n', "baseUrl"),
+    ('[covel.story]\nprovider = "openai"\nmodel = "m"\nbaseUrl = "http://x:99999"\n', "baseUrl"),
+    ('[covel.story]\nprovider = "openai"\nmodel = "m"\nbaseUrl = 5\n', "baseUrl"),
+])
+def test_raw_put_unusable_llm_toml_is_400_and_writes_nothing(client, llm_path, content, fragment):
+    llm_path.write_text('[covel.story]\nprovider = "scripted"\n', encoding="utf-8")
+    digest = client.get("/api/config/raw/llm.toml").json()["digest"]
+
+    response = _put(client, "/api/config/raw/llm.toml", {"content": content, "baseDigest": digest})
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "config_file_invalid" and fragment in response.json()["error"]
+    assert llm_path.read_text(encoding="utf-8") == '[covel.story]\nprovider = "scripted"\n'
+    assert client.post("/api/ai/ping", data="{}", content_type="application/json").json()["ok"] is True
+
+
 @pytest.mark.parametrize("body", [{"content": 1, "baseDigest": "x"}, {"content": "x"}, {}])
 def test_raw_put_non_string_fields_are_rejected(client, llm_path, body):
     response = _put(client, "/api/config/raw/llm.toml", body)

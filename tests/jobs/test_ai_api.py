@@ -170,6 +170,25 @@ def test_ping_malformed_provider_keys(client, llm_path):
     assert response.json()["code"] == "invalid_provider_keys"
 
 
+@pytest.mark.parametrize("header", ["[" * 5000 + "]" * 5000, base64.b64encode(b"[" * 5000 + b"]" * 5000).decode(),
+                                    '{"openai": "sk-\\u00e9"}', '{"openai": "sk\\nX-Evil: 1"}', '{"openai": "\\ud800"}'])
+def test_ping_and_models_refuse_provider_keys_that_cannot_be_sent(client, llm_path, fake, header):
+    ping = _post(client, "/api/ai/ping", {}, HTTP_X_PROVIDER_KEYS=header)
+    models = _post(client, "/api/ai/models", {"provider": "openai", "baseUrl": fake.base_url}, HTTP_X_PROVIDER_KEYS=header)
+
+    assert ping.status_code == 400 and ping.json()["code"] == "invalid_provider_keys"
+    assert models.status_code == 400 and models.json()["code"] == "invalid_provider_keys"
+    assert fake.requests == []
+
+
+def test_ping_custom_preset_with_an_unusable_base_url_is_invalid_llm_configuration(client, llm_path, fake):
+    header = _slot_config({"customPresets": {"p": {"provider": "openai", "model": "m", "baseUrl": "http://[::1"}}})
+
+    response = _post(client, "/api/ai/ping", {"modelRef": "p"}, **header)
+
+    assert response.status_code == 400 and response.json()["code"] == "invalid_llm_configuration"
+
+
 # --- protocols / models ---------------------------------------------------------------------
 
 
@@ -216,6 +235,13 @@ def test_models_invalid_body(client, llm_path, body):
     response = _post(client, "/api/ai/models", body)
 
     assert response.status_code == 400
+
+
+@pytest.mark.parametrize("base_url", ["http://[::1", "http://x:99999", "http://x\ny", "ftp://x", "é://x", "http://"])
+def test_models_unusable_base_url_is_400(client, llm_path, base_url):
+    response = _post(client, "/api/ai/models", {"provider": "openai", "baseUrl": base_url})
+
+    assert response.status_code == 400 and response.json()["code"] == "invalid_request"
 
 
 def test_models_hosted_needs_operator(client, llm_path, settings):

@@ -187,6 +187,13 @@ def test_library_lists_usage_and_signed_urls(client, session, catalog):
     assert bad.status_code == 400 and bad.json()["code"] == "invalid_request"
 
 
+@pytest.mark.parametrize("query", ["limit=%C2%B2", "offset=%C2%B9", "scanLimit=%E2%91%A0", "limit=%D9%A1"])
+def test_library_number_params_accept_ascii_digits_only(client, query):
+    response = client.get(f"/api/media/library?{query}")
+
+    assert response.status_code == 400 and response.json()["code"] == "invalid_request"
+
+
 def test_library_marks_pinned_files_held_and_big_sessions_unknown(client, session, catalog):
     sid = session["id"]
     orphan = _orphan(client, session_create(client, worldId="tide-test", locale="en-US", plugins=["teller"]))

@@ -103,6 +103,30 @@ def test_world_with_error_diagnostics_is_400_and_leaves_nothing(client, home):
     assert fixed.status_code == 201 and fixed.json()["id"] == "tiny-isle"
 
 
+@pytest.mark.parametrize("path, text", [
+    ("characters/characters.json", '[{"id": "gull", "name": "G\\u0000", "type": "npc"}]'),
+    ("characters/characters.json", '[{"id": "gull", "name": "G\\ud800", "type": "npc"}]'),
+    ("characters/characters.json", '[{"id": "gull", "name": "G", "type": "npc", "fields": {"x": NaN}}]'),
+    ("characters/characters.json", '[{"id": "gull", "name": "G", "type": "npc", "fields": {"x": ' + "[" * 3000 + "]" * 3000 + "}}]"),
+    ("data/lorebook.yaml", '- id: rock\n  keys: [rock]\n  content: "It\\0 is"\n'),
+    ("data/lorebook.yaml", '- id: rock\n  keys: [rock]\n  content: "It\\ud800 is"\n'),
+    ("data/lorebook.yaml", "- id: rock\n  keys: [rock]\n  content: x\n  order: .nan\n"),
+    ("data/lorebook.yaml", "- id: rock\n  keys: [rock]\n  content: x\n  extra: " + "[" * 3000 + "]" * 3000 + "\n"),
+    ("data/lorebook.yaml", "- id: rock\n  keys: !!set {a, b}\n  content: x\n"),
+])
+def test_world_with_content_no_session_could_store_is_400_and_leaves_nothing(client, home, path, text):
+    files = {**TINY_WORLD, path: text}
+
+    validated = post_zip(client, "/api/install/validate/world", zip_files(files))
+    response = post_zip(client, "/api/install/world", zip_files(files))
+
+    assert validated.status_code == 200 and validated.json()["ok"] is False
+    assert any(i["code"] == "file-invalid" and i["file"] == path for i in validated.json()["issues"])
+    assert response.status_code == 400, response.content
+    assert response.json()["code"] == "package_invalid" and response.json()["details"]["code"] == "file-invalid"
+    assert [p.name for p in (home / "worlds").iterdir()] == []
+
+
 @pytest.mark.parametrize("files,detail_code", [
     ({"../evil.txt": "x", **TINY_WORLD}, "zip-unsafe-path"),
     ({"notes.txt": "no manifest"}, "manifest-missing"),

@@ -285,3 +285,35 @@ def test_locale_normalize():
     assert st_import.locale_normalize("ZH-hans-cn") == "zh-Hans-CN"
     assert st_import.locale_normalize("ja") == "ja"
     assert st_import.locale_normalize("english!") is None and st_import.locale_normalize("") is None
+
+
+@pytest.mark.parametrize("raw, reason", [
+    (b'{"spec": "chara_card_v2", "data": {"name": "Bob", "description": "\\ud800"}}', "json-invalid"),
+    (b'{"spec": "chara_card_v2", "data": {"name": "Bob", "description": "a\\u0000b"}}', "json-invalid"),
+    (b'{"entries": {"1": {"key": ["\\u0000"], "content": "c"}}}', "json-invalid"),
+    (b'{"spec": "chara_card_v2", "data": {"name": "Bob", "extensions": {"x": NaN}}}', "json-invalid"),
+    (b"[" * 10000 + b"]" * 10000, "json-invalid"),
+])
+def test_cards_a_world_package_could_not_hold_are_400_and_write_nothing(client, home, raw, reason):
+    response = st_post(client, [SimpleUploadedFile("c.json", raw)])
+
+    assert response.status_code == 400, response.content
+    assert response.json()["code"] == "st_import_invalid"
+    assert response.json()["details"] == {"code": reason, "source": "c.json"}
+    worlds = home / "worlds"
+    assert not worlds.exists() or list(worlds.iterdir()) == []
+
+
+def test_png_card_with_unstorable_text_or_deep_json_is_card_invalid(client, home):
+    for card_json in (b'{"spec": "chara_card_v2", "data": {"name": "Bob", "first_mes": "\\ud83d"}}', b"[" * 10000 + b"]" * 10000):
+        response = st_post(client, [SimpleUploadedFile("c.png", png_card(card_json))])
+        assert response.status_code == 400, response.content
+        assert response.json()["details"] == {"code": "card-invalid", "source": "c.png"}
+
+
+def test_world_name_with_a_nul_character_is_invalid_name(client, home):
+    response = st_post(client, [upload(WORLDINFO / "Eldoria.json")], name="a\x00b")
+
+    assert response.status_code == 400 and response.json()["code"] == "invalid_name"
+    worlds = home / "worlds"
+    assert not worlds.exists() or list(worlds.iterdir()) == []

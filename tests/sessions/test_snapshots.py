@@ -131,6 +131,13 @@ def test_snapshot_routes_answer_not_found_and_validation(client, session):
     assert Snapshot.objects.filter(session_id=sid).count() == 0
 
 
+@pytest.mark.parametrize("limit", ["%C2%B2", "%D9%A1", "%EF%BC%91"])
+def test_list_limit_accepts_ascii_digits_only(client, session, limit):
+    response = client.get(f"/api/sessions/{session['id']}/snapshots?limit={limit}")
+
+    assert response.status_code == 400 and response.json()["code"] == "invalid_query"
+
+
 def test_list_pages_from_newest_without_payloads(client, session):
     sid = session["id"]
     ids = [_snapshot(client, sid)["id"] for _ in range(3)]
