@@ -218,7 +218,7 @@ def plugin_install_id(root: Path, *, extracted: Path | None) -> str | None:
     if package_json.is_file():
         try:
             name = json.loads(package_json.read_text(encoding="utf-8")).get("name")
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError, AttributeError, RecursionError):
             name = None
         if isinstance(name, str):
             name = name.rsplit("/", 1)[-1]

@@ -39,6 +39,7 @@ from typing import Any, Callable
 
 import yaml
 
+from covel.jsonbody import unstorable_json_problem
 from sessions.worldpkg.yamlio import frontmatter_parse
 from plugins_app.validation import (
     CODE_FILE_INVALID,
@@ -642,6 +643,8 @@ def frontmatter_read(path: Path, rel: str) -> tuple[dict[str, Any] | None, str, 
     Returns (metadata or None on failure, body, issues). Uses `frontmatter.parse` (not `load`)
     because manifests may legitimately contain a `handler` key, which `Post` would reject.
     YAML 1.2 booleans: `off`/`on`/`yes`/`no` stay strings (see sessions.worldpkg.yamlio).
+    Frontmatter no store could hold (NUL, unpaired surrogates, non-finite numbers, nesting past
+    covel.jsonbody.JSON_MAX_DEPTH or too deep for the parser) is `manifest-invalid`.
     """
     try:
         text = path.read_text(encoding="utf-8")
@@ -655,6 +658,12 @@ def frontmatter_read(path: Path, rel: str) -> tuple[dict[str, Any] | None, str, 
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         return None, "", [error(CODE_MANIFEST_INVALID, f"invalid YAML frontmatter{where}", rel)]
+    except RecursionError:
+        return None, "", [error(CODE_MANIFEST_INVALID, "YAML frontmatter is nested too deeply", rel)]
+    problem = unstorable_json_problem(metadata)
+    if problem is not None:
+        return None, "", [error(CODE_MANIFEST_INVALID, f"frontmatter value at {'/'.join(problem[1]) or '(root)'} cannot be "
+                                "stored (NUL, unpaired surrogate, non-finite number or nesting too deep)", rel)]
     if not isinstance(metadata, dict) or not metadata:
         return None, body, [error(CODE_MANIFEST_INVALID, "frontmatter must be a YAML mapping", rel)]
     return dict(metadata), body.strip(), []

@@ -196,6 +196,17 @@ def test_plugin_with_manifest_errors_is_400(client, home):
     assert slip.status_code == 400 and slip.json()["details"]["code"] == "zip-unsafe-path"
 
 
+@pytest.mark.parametrize("extra", ["x: " + "[" * 3000 + "]" * 3000, 'x: "a\\0b"', 'x: "\\ud800"', "x: .nan"])
+def test_plugin_manifest_no_store_could_hold_is_400_and_leaves_nothing(client, home, extra):
+    manifest = PLUGIN_MD.replace("description: Keeps notes.\n", f"description: Keeps notes.\n{extra}\n")
+
+    response = post_zip(client, "/api/install/plugin", zip_files({"PLUGIN.md": manifest}))
+
+    assert response.status_code == 400, response.content
+    assert response.json()["code"] == "package_invalid"
+    assert not (home / "plugins").exists() or [p.name for p in (home / "plugins").iterdir()] == []
+
+
 def test_hosted_tiers_require_the_operator_token(client, home, settings):
     settings.DEPLOYMENT_TIER = "commercial"
     settings.COVEL_OPERATOR_TOKEN = "operator-secret"
