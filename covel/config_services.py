@@ -20,7 +20,6 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
@@ -29,6 +28,7 @@ from covel.errors import ApiError
 from sessions import world_packages as wp
 from sessions.auth import is_operator, owner_checks_enabled
 from turns.engine.providers import config as llm
+from turns.engine.providers.config import provider_base_url_valid
 
 # --------------------------------------------------------------------------------------------
 # Model configuration
@@ -361,32 +361,12 @@ def _raw_path(name: str) -> Path:
     return path
 
 
-def provider_base_url_valid(url: Any) -> bool:
-    """True when ``url`` can address a model provider: an http(s) URL with a host and a valid port,
-    no whitespace or control characters (the HTTP client cannot send anything else; a request with
-    such a URL would fail as a 500 instead of a configuration error)."""
-    if not isinstance(url, str) or not url.isprintable() or any(ch.isspace() for ch in url):
-        return False
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
-    except ValueError:
-        return False
-    return parts.scheme in ("http", "https") and bool(parts.hostname)
-
-
 def _llm_toml_check(content: str) -> None:
     """Parse llm.toml text as the loader will; 400 config_file_invalid when it cannot be used."""
     try:
-        config = llm.model_config_parse(content)
+        llm.model_config_parse(content)
     except llm.ModelConfigError as exc:
         raise ApiError(400, CODE_FILE_INVALID, str(exc)) from None
-    except RecursionError:
-        # tomllib recurses per nested array/inline table; deep nesting fits in RAW_FILE_MAX_BYTES.
-        raise ApiError(400, CODE_FILE_INVALID, "llm.toml is not valid TOML: nested too deeply") from None
-    for name, slot in config.slots.items():
-        if slot.base_url is not None and not provider_base_url_valid(slot.base_url):
-            raise ApiError(400, CODE_FILE_INVALID, f"llm.toml: [covel.{name}] baseUrl must be an http(s) URL with a host")
 
 
 def content_digest(data: bytes) -> str:

@@ -25,6 +25,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
+from urllib.parse import urlsplit
 
 from turns.engine.providers.base import ModelClient, ModelError, ModelRequest, StreamItem, TextDelta
 from turns.engine.providers.scripted import ScriptedClient
@@ -73,12 +74,29 @@ class ModelConfig:
         return not self.slots or name in self.slots
 
 
+def provider_base_url_valid(url: Any) -> bool:
+    """True when ``url`` can address a model provider: an http(s) URL with a host and a valid port,
+    no whitespace or control characters (the HTTP client cannot send anything else; a request with
+    such a URL would fail as a 500 instead of a configuration error)."""
+    if not isinstance(url, str) or not url.isprintable() or any(ch.isspace() for ch in url):
+        return False
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
 def model_config_parse(text: str) -> ModelConfig:
-    """Parse llm.toml text. Raises ModelConfigError."""
+    """Parse llm.toml text. Raises ModelConfigError (bad TOML, nesting too deep for the parser,
+    unknown provider or protocol, unusable ``baseUrl``, dangling or cyclic ``fallback``)."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ModelConfigError(f"llm.toml is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ModelConfigError("llm.toml is nested too deeply") from None
     tables = data.get("covel") or {}
     if not isinstance(tables, dict):
         raise ModelConfigError("llm.toml: [covel] must be a table of slots")
@@ -92,12 +110,15 @@ def model_config_parse(text: str) -> ModelConfig:
         protocol = str(raw.get("protocol", PROTOCOL_OPENAI_CHAT))
         if provider == PROVIDER_OPENAI and protocol != PROTOCOL_OPENAI_CHAT:
             raise ModelConfigError(f"llm.toml: [covel.{name}] protocol {protocol!r} is not supported (use {PROTOCOL_OPENAI_CHAT})")
+        base_url = raw.get("baseUrl")
+        if base_url is not None and not provider_base_url_valid(base_url):
+            raise ModelConfigError(f"llm.toml: [covel.{name}] baseUrl must be an http(s) URL with a host")
         idle = raw.get("idleTimeoutMs")
         slots[name] = SlotConfig(
             name=name,
             provider=provider,
             model=str(raw.get("model", "")),
-            base_url=raw.get("baseUrl"),
+            base_url=base_url,
             protocol=protocol,
             tag=raw.get("tag"),
             fallback=raw.get("fallback"),

@@ -115,6 +115,10 @@ class OpenAIChatClient:
             raise ModelError("provider_error", f"provider timeout: {type(exc).__name__}") from None
         except httpx.HTTPError as exc:
             raise ModelError("provider_error", f"provider request failed: {type(exc).__name__}: {exc}") from None
+        except (httpx.InvalidURL, UnicodeEncodeError) as exc:
+            # A base URL the client cannot address, or an API key that is not ASCII (HTTP headers
+            # carry ASCII only): a configuration problem reported as this runtime's failure.
+            raise ModelError("provider_error", f"provider request could not be sent: {type(exc).__name__}") from None
         tool_calls = [ToolCallRequest(id=c["id"] or f"call-{i}", name=c["name"], arguments=c["arguments"])
                       for i, c in sorted(calls.items())]
         yield ModelResponse(text="".join(text), tool_calls=tool_calls, finish_reason=finish, usage=usage, model=model)

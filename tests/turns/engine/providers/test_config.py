@@ -36,3 +36,12 @@ def test_rejects_unknown_provider_and_fallback_cycles():
     with pytest.raises(ModelConfigError):
         model_config_parse('[covel.a]\nfallback = "b"\n[covel.b]\nfallback = "a"\n')
     assert isinstance(model_config_parse(""), ModelConfig)
+
+
+def test_unusable_base_url_or_deep_nesting_is_a_config_error():
+    from turns.engine.providers.config import ModelConfigError, model_config_parse
+
+    with pytest.raises(ModelConfigError, match="baseUrl"):
+        model_config_parse('[covel.story]\nprovider = "openai"\nmodel = "m"\nbaseUrl = "http://[::1"\n')
+    with pytest.raises(ModelConfigError, match="nested too deeply"):
+        model_config_parse("x = " + "[" * 5000 + "]" * 5000 + "\n")

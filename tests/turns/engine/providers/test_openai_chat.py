@@ -131,3 +131,14 @@ provider = "scripted"
     request = ModelRequest(messages=[{"role": "user", "content": "x"}], context={"is_story": True, "locale": "en-US", "player_message": "Hi"})
     final = list(router.stream(config.slot("story"), "fake-1", request))[-1]
     assert "Hi" in final.text and request.slot == "backup"
+
+
+def test_unsendable_request_is_a_provider_error_not_a_crash(server):
+    # a non-ASCII API key cannot go in an HTTP header; a broken base URL cannot be addressed
+    with pytest.raises(ModelError) as caught:
+        list(OpenAIChatClient(base_url=server).stream(
+            ModelRequest(messages=[{"role": "user", "content": "x"}], api_key="clé-secrète")))
+    assert caught.value.code == "provider_error"
+    with pytest.raises(ModelError) as caught:
+        list(OpenAIChatClient(base_url="http://[::1").stream(ModelRequest(messages=[{"role": "user", "content": "x"}])))
+    assert caught.value.code == "provider_error"
