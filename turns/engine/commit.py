@@ -78,6 +78,9 @@ class CommitPlan:
     summary: dict[str, Any] = field(default_factory=dict)
     #: Called inside the commit transaction with the locked Session; returns extra NewEvents.
     in_transaction: list[Callable[[Any], list[NewEvent]]] = field(default_factory=list)
+    #: Called inside the commit transaction with the locked Session right before the story prose is
+    #: saved, so what they write (e.g. merged steer messages) precedes the prose in the history.
+    before_story: list[Callable[[Any], None]] = field(default_factory=list)
 
 
 @dataclass
@@ -153,6 +156,8 @@ def turn_commit(*, session_id: str, plan: CommitPlan, results: list[RuntimeResul
                     del ctx.messages[marker[1]:]
                     plugin_data_forget(ctx)  # its cache may hold rows the rollback removed
                     failed.append({"runtimeId": result.runtime_id, "pluginId": result.plugin_id, "code": code, "message": message})
+            for hook in plan.before_story:
+                hook(session)
             for result in results:
                 if result.is_story and result.status == STATUS_SUCCESS and result.text:
                     ChatMessage.objects.create(session=session, message_id=str(uuid.uuid4()), role="assistant", kind="story",

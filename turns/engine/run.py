@@ -317,7 +317,7 @@ class _Runner:
                                    **({"playerInput": {"actions": player_input.actions, "messageId": player_input.message_id}} if player_input else {})})
         if applied:
             plan.summary["steer"] = [{"message": a.message, "runtimeId": a.runtime_id, "step": a.step} for a in applied]
-            plan.in_transaction.append(_steer_messages_hook(turn.turn_id, applied))
+            plan.before_story.append(_steer_messages_hook(turn.turn_id, applied))
         failed_ids = [r.runtime_id for r in results if r.status == STATUS_FAILED]
         versions = _plugin_versions(env)
         deferred = [r for r in results if isinstance(r, DeferredResult)]
@@ -423,44 +423,21 @@ def _runs_story_agent(env: ExecutionEnv, turn: TurnInfo) -> bool:
 
 
 def _steer_messages_hook(turn_id: str, applied: list[AppliedSteer]):
-    """Commit hook saving the merged steer messages (spec 004 §steer: 回合提交时，它和回合在同一个
-    事务里保存到对话历史和聊天记录): a user ChatMessage (kind ``steer``, the player's text) and a
-    user TurnMessage (the model-facing text) each, ordered before the prose of the story runtime
-    that took them: that runtime's last story rows of the turn (and everything written after
-    them) are re-inserted after the steer rows (new row ids; message ids, chat times and content
-    kept), so history read by id or by (created_at, id) shows player, steer, story."""
+    """Commit hook (``CommitPlan.before_story``) saving the merged steer messages (spec 004 §steer:
+    回合提交时，它和回合在同一个事务里保存到对话历史和聊天记录): a user ChatMessage (kind ``steer``, the
+    player's text) and a user TurnMessage (the model-facing text) each, written just before the
+    story prose so the history reads player, steer, story."""
 
-    def hook(session) -> list:
+    def hook(session) -> None:
         from sessions.models import ChatMessage, TurnMessage
 
-        runtime_ids = {a.runtime_id for a in applied}
-        chat = list(ChatMessage.objects.filter(session=session, turn_id=turn_id).order_by("id"))
-        story_chat = [m for m in chat if m.kind == "story" and m.role == "assistant"
-                      and (m.metadata or {}).get("runtimeId") in runtime_ids]
-        chat_from = story_chat[-1].pk if story_chat else None
-        chat_after = [m for m in chat if chat_from is not None and m.pk >= chat_from]
-        prompt = list(TurnMessage.objects.filter(session=session, turn_id=turn_id).order_by("id"))
-        story_prompt = [m for m in prompt if m.role == "assistant" and m.runtime_id in runtime_ids]
-        prompt_from = story_prompt[-1].pk if story_prompt else None
-        prompt_after = [m for m in prompt if prompt_from is not None and m.pk >= prompt_from]
-        ChatMessage.objects.filter(pk__in=[m.pk for m in chat_after]).delete()
-        TurnMessage.objects.filter(pk__in=[m.pk for m in prompt_after]).delete()
-        at = chat_after[0].created_at if chat_after else None
         for item in applied:
             ChatMessage.objects.create(session=session, message_id=str(uuid.uuid4()), role="user", kind=STEER_MESSAGE_KIND,
                                        content=item.message, turn_id=turn_id,
                                        metadata={"steer": True, "pluginId": item.plugin_id, "runtimeId": item.runtime_id,
-                                                 "step": item.step},
-                                       **({"created_at": at} if at is not None else {}))
+                                                 "step": item.step})
             TurnMessage.objects.create(session=session, turn_id=turn_id, runtime_id=item.runtime_id, role="user",
                                        content={"text": item.text, "steer": True})
-        for row in chat_after:
-            row.pk = None
-            row.save(force_insert=True)
-        for row in prompt_after:
-            row.pk = None
-            row.save(force_insert=True)
-        return []
 
     return hook
 
