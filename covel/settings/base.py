@@ -68,6 +68,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    # Listed so /api/docs serves Swagger UI from ninja's bundled static files, not a CDN.
+    "ninja",
     "sessions.apps.SessionsConfig",
     "turns.apps.TurnsConfig",
     "plugins_app.apps.PluginsAppConfig",
@@ -117,6 +119,8 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "/static/"
+# daphne serves /static/ (admin, Swagger UI) itself; hosted deployments behind a CDN may turn it off.
+COVEL_SERVE_STATIC = env_bool("COVEL_SERVE_STATIC", True)
 STATIC_ROOT = COVEL_HOME / "static"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 MEDIA_ROOT = COVEL_HOME / "media"

@@ -73,7 +73,12 @@ def template_fill(template: str, values: dict[str, Any]) -> tuple[str, set[str]]
         found = PLACEHOLDER_RE.findall(line)
         for path in found:
             used.add(path.split(".", 1)[0] + ("." + path.split(".")[1] if "." in path else ""))
-        filled = PLACEHOLDER_RE.sub(lambda m: _as_text(_lookup(values, m.group(1))), line)
+        # Only placeholders in a namespace we fill are replaced; anything else ({{characterName}}
+        # in a prompt that explains form templates) is prompt text and stays literal.
+        filled = PLACEHOLDER_RE.sub(
+            lambda m: _as_text(_lookup(values, m.group(1))) if m.group(1).split(".", 1)[0] in values else m.group(0),
+            line,
+        )
         if found and not filled.strip() and line.strip():
             continue
         out_lines.append(filled)

@@ -23,3 +23,14 @@ def test_english_labels_and_plugin_kind_fields():
                               plugin_kinds=kinds)
     assert out.rendered == '[Hero · Cast] {"spell":"light"}'
     assert out.content == out.rendered
+
+
+def test_prompt_placeholders_outside_our_namespaces_stay_literal():
+    from turns.engine.prompt import template_fill
+
+    text, used = template_fill(
+        "World: {{ world.name }}\nThe form text must contain `{{characterName}}`.",
+        {"world": {"name": "Hollow Reach"}},
+    )
+    assert text == "World: Hollow Reach\nThe form text must contain `{{characterName}}`."
+    assert "world.name" in used
