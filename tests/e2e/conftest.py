@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from tests.shared_paths import FIXTURES_DIR
 
 E2E_ENABLED = os.environ.get("COVEL_E2E") == "1"
 
@@ -19,10 +20,7 @@ if not E2E_ENABLED:
     collect_ignore_glob = ["test_*.py"]
 
 #: The upstream fixture worlds (``../shared/fixtures/upstream/worlds`` next to the checkout).
-FIXTURE_WORLDS = Path(
-    os.environ.get("COVEL_E2E_UPSTREAM_WORLDS")
-    or Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "upstream" / "worlds"
-)
+FIXTURE_WORLDS = Path(os.environ.get("COVEL_E2E_UPSTREAM_WORLDS") or FIXTURES_DIR / "upstream" / "worlds")
 # One line per request would drown the assertion messages, which already carry the exchange.
 logging.getLogger("httpx").setLevel(logging.WARNING)
 logging.getLogger("httpcore").setLevel(logging.WARNING)

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from plugins_app.registry import registry_reset
+from tests.shared_paths import FIXTURES_DIR
 
-FIXTURES = Path("/work/shared/fixtures/upstream")
+FIXTURES = FIXTURES_DIR / "upstream"
 
 pytestmark = pytest.mark.django_db
 

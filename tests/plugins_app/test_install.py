@@ -11,9 +11,10 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from plugins_app.registry import registry_reset
+from tests.shared_paths import FIXTURES_DIR
 
-FIXTURES = Path("/work/shared/fixtures/upstream")
-ST = Path("/work/shared/fixtures/sillytavern")
+FIXTURES = FIXTURES_DIR / "upstream"
+ST = FIXTURES_DIR / "sillytavern"
 
 pytestmark = pytest.mark.django_db
 

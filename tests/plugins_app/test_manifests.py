@@ -11,8 +11,9 @@ from plugins_app.discovery import BUILTIN_DIR
 from plugins_app.manifests import plugin_manifest_load
 from plugins_app.registry import HOST_ERROR, HOST_LOADED, registry_build
 from plugins_app.validation import report_build
+from tests.shared_paths import FIXTURES_DIR
 
-FIXTURE_PLUGINS = Path("/work/shared/fixtures/upstream/plugins")
+FIXTURE_PLUGINS = FIXTURES_DIR / "upstream" / "plugins"
 FIXTURE_IDS = sorted(p.name for p in FIXTURE_PLUGINS.iterdir() if p.is_dir())
 
 

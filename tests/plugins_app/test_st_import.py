@@ -16,8 +16,9 @@ from plugins_app import st_import
 from plugins_app.errors import StImportError
 from plugins_app.registry import registry_reset
 from sessions.world_packages import world_package_load
+from tests.shared_paths import FIXTURES_DIR
 
-ST = Path("/work/shared/fixtures/sillytavern")
+ST = FIXTURES_DIR / "sillytavern"
 CARDS = ST / "cards"
 WORLDINFO = ST / "worldinfo"
 

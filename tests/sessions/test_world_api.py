@@ -10,8 +10,9 @@ import pytest
 
 from plugins_app.registry import registry_reset
 from sessions.models import Session, World
+from tests.shared_paths import FIXTURES_DIR
 
-FIXTURE_WORLDS = Path("/work/shared/fixtures/upstream/worlds")
+FIXTURE_WORLDS = FIXTURES_DIR / "upstream" / "worlds"
 
 pytestmark = pytest.mark.django_db
 

@@ -18,10 +18,9 @@ from sessions.world_packages import (
     world_validation_report,
 )
 from sessions.worldpkg.dimensions import dimensions_export, dimensions_import
+from tests.shared_paths import FIXTURES_DIR
 
-FIXTURE_WORLDS = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "upstream" / "worlds"
-if not FIXTURE_WORLDS.is_dir():  # tests run from /work/main; fixtures live in /work/shared
-    FIXTURE_WORLDS = Path("/work/shared/fixtures/upstream/worlds")
+FIXTURE_WORLDS = FIXTURES_DIR / "upstream" / "worlds"
 
 
 def errors(world: WorldPackage) -> list[tuple[str, str | None, str | None]]:

@@ -11,10 +11,11 @@ from django.conf import settings
 
 from sessions.models import Character, DimensionValue, LorebookEntry
 from tests.plugins_app.builtin.play_support import play
+from tests.shared_paths import FIXTURES_DIR
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-FIXTURE_WORLDS = Path("/work/shared/fixtures/upstream/worlds")
+FIXTURE_WORLDS = FIXTURES_DIR / "upstream" / "worlds"
 
 
 @pytest.fixture

@@ -6,8 +6,9 @@ import pytest
 
 from turns.engine.tools import FRAMEWORK_TOOL_NAMES, ToolRegistrationError, ToolRegistry, default_registry, tool
 from turns.engine.tools.registry import LOOP_HANDLED_TOOL_NAMES
+from tests.shared_paths import SPEC_DIR
 
-SPEC_PATH = glob.glob("/work/shared/spec/000_*.txt")[0]
+SPEC_PATH = glob.glob(str(SPEC_DIR / "000_*.txt"))[0]
 
 
 def _overview_rows():
