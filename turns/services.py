@@ -417,6 +417,9 @@ def _execution_run_claimed(execution_id: str, execution_control: "control.Execut
                 _admit_in_lock(execution)
                 outcome = _engine_run(str(execution.id), sink, token=execution_control.token,
                                       provider_keys=provider_keys)
+                # Frames are coalesced; write this turn's before the next turn of the session may
+                # start, so the session's frames stay in turn order.
+                sink.close()
         except SessionBusy:
             if execution_control.is_aborted:
                 return _abort_before_start(execution, sink)
