@@ -1,5 +1,5 @@
-"""Scenario 1 (issue 9): the turn-engine play loop over HTTP against daphne #1 while a subscriber
-on daphne #2 receives the same turns' events (spec 004 §快速开始, §开场接力, §事件系统)."""
+"""Scenario 1 (issue 9): the turn-engine play loop over HTTP against daphne #1 while subscribers on
+daphne #1 and daphne #2 receive the same turns' events (spec 004 §快速开始, §开场接力, §事件系统)."""
 from __future__ import annotations
 
 from tests.e2e.client import Subscriber
@@ -35,11 +35,12 @@ def _logged_events(cluster, session_id: str, turn_id: str) -> list[tuple[int, st
         ).fetchall()
 
 
-def test_play_loop_on_web1_is_seen_by_a_subscriber_on_web2(cluster, web1):
-    # given a session in a builtin world, created on web #1, and a subscriber on web #2
+def test_play_loop_on_web1_is_seen_by_subscribers_on_both_web_processes(cluster, web1):
+    # given a session in a builtin world, created on web #1, and a subscriber on each web process
+    # (issue 8: two subscribers on two processes both receive a Celery-run turn's events, in order)
     played = session_create(web1, BUILTIN_WORLD)
     assert played.created["phase"] == "setup"
-    subscriber = Subscriber(cluster.base_urls[1], played.id, played.token).start()
+    subscribers = [Subscriber(url, played.id, played.token).start() for url in cluster.base_urls[:2]]
     try:
         # when setup runs (start_session), its forms are answered, and the opening follows
         setup = session_setup(played)
@@ -66,20 +67,22 @@ def test_play_loop_on_web1_is_seen_by_a_subscriber_on_web2(cluster, web1):
             session = played.api.json("GET", f"/api/sessions/{played.id}")
             assert session["completedPlayerTurns"] == number
 
-        # then the subscriber on web #2 received every logged event of every turn, in order
-        for turn_id in [setup_turn, opening_turn, *(r.turn_ids[0] for r in turns)]:
-            logged = _logged_events(cluster, played.id, turn_id)
-            assert logged, f"no session events logged for turn {turn_id}"
-            last_seq = logged[-1][0]
-            subscriber.wait_for(lambda e: e["id"] and _cursor_seq(e["id"]) >= last_seq, timeout_seconds=15)
-            received = [(_cursor_seq(e["id"]), e["event"]) for e in subscriber.events
-                        if e["id"] and _cursor_seq(e["id"]) in {seq for seq, _ in logged}]
-            assert received == logged
-        completed = [e for e in subscriber.events if e["event"] == "turn.completed"]
-        assert [e["data"]["payload"]["turnId"] for e in completed][-3:] == [r.turn_ids[0] for r in turns]
-        assert all(e["data"]["payload"]["committed"] is True for e in completed)
+        # then both subscribers received every logged event of every turn, in order, exactly once
+        for subscriber in subscribers:
+            for turn_id in [setup_turn, opening_turn, *(r.turn_ids[0] for r in turns)]:
+                logged = _logged_events(cluster, played.id, turn_id)
+                assert logged, f"no session events logged for turn {turn_id}"
+                last_seq = logged[-1][0]
+                subscriber.wait_for(lambda e: e["id"] and _cursor_seq(e["id"]) >= last_seq, timeout_seconds=15)
+                received = [(_cursor_seq(e["id"]), e["event"]) for e in subscriber.events
+                            if e["id"] and _cursor_seq(e["id"]) in {seq for seq, _ in logged}]
+                assert received == logged
+            completed = [e for e in subscriber.events if e["event"] == "turn.completed"]
+            assert [e["data"]["payload"]["turnId"] for e in completed][-3:] == [r.turn_ids[0] for r in turns]
+            assert all(e["data"]["payload"]["committed"] is True for e in completed)
     finally:
-        subscriber.close()
+        for subscriber in subscribers:
+            subscriber.close()
 
     # then messages, characters, turn results and traces are persisted
     messages = played.api.json("GET", f"/api/sessions/{played.id}/messages")["items"]
