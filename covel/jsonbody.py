@@ -30,7 +30,7 @@ def unstorable_json_problem(data: Any) -> tuple[str, list[str]] | None:
     ``"number"`` — a float that is not finite (NaN, Infinity, or a literal too large such as 1e400:
     no JSON column or serializer takes it); ``"depth"`` — arrays/objects nested more than
     JSON_MAX_DEPTH levels. path: keys / indexes as strings (an offending key is shown with
-    ``\\uXXXX`` escapes). Iterative, so any depth is safe.
+    ``\\u0000``-style escapes). Iterative, so any depth is safe.
     """
     stack: list[tuple[Any, list[str]]] = [(data, [])]
     while stack:

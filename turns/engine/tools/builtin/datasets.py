@@ -26,7 +26,7 @@ from turns.engine.tools.definition import (
     strip_unicode_property_patterns,
     tool,
 )
-from turns.engine.tools.errors import CONFLICT, INTERNAL, INVALID_INPUT, NOT_FOUND, UNAVAILABLE, ToolError
+from turns.engine.tools.errors import CONFLICT, INTERNAL, INVALID_INPUT, NOT_FOUND, ToolError
 from turns.engine.tools.proposals import PLUGIN_DATA_UPDATE, Proposal
 from turns.engine.tools.registry import FRAMEWORK_TOOL_NAMES
 
@@ -96,14 +96,11 @@ class _Dataset:
 
     def find(self, ctx: CallContext, raw_key: str) -> tuple[str | None, Any]:
         """(stored key, value): exact key first, then datasetKey(key); (None, None) when absent."""
-        try:
-            exists, value = ctx.state.plugin_data_get(ctx.plugin_id, self.name, raw_key)
-            if exists:
-                return raw_key, value
-            normal = dataset_key(raw_key)
-            exists, value = ctx.state.plugin_data_get(ctx.plugin_id, self.name, normal)
-        except NotImplementedError:
-            raise ToolError(UNAVAILABLE, f"The {self.name} dataset cannot be read here.") from None
+        exists, value = ctx.state.plugin_data_get(ctx.plugin_id, self.name, raw_key)
+        if exists:
+            return raw_key, value
+        normal = dataset_key(raw_key)
+        exists, value = ctx.state.plugin_data_get(ctx.plugin_id, self.name, normal)
         return (normal, value) if exists else (None, None)
 
     def check_record(self, key: str, record: Any) -> None:
@@ -175,10 +172,7 @@ def _build_get(ds: _Dataset) -> Tool:
 
 def _build_list(ds: _Dataset) -> Tool:
     def execute(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-        try:
-            rows = ctx.state.plugin_data_list(ctx.plugin_id, ds.name)
-        except NotImplementedError:
-            raise ToolError(UNAVAILABLE, f"The {ds.name} dataset cannot be read here.") from None
+        rows = ctx.state.plugin_data_list(ctx.plugin_id, ds.name)
         where = args.get("where") or {}
         items = []
         for key in sorted(rows):
