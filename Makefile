@@ -9,7 +9,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/covel
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 PYTEST_ARGS ?=
 
-.PHONY: install run test test-sqlite test-hosted worker migrate cluster-start cluster-stop e2e
+.PHONY: install run test lint-imports test-sqlite test-hosted worker migrate cluster-start cluster-stop e2e
 
 $(VENV)/.installed: requirements.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (found %s)" % sys.version.split()[0])'
@@ -31,8 +31,13 @@ worker: install
 	COVEL_DB_CONN_MAX_AGE=$${COVEL_DB_CONN_MAX_AGE:-60} $(VENV)/bin/celery -A covel worker -Q turns,jobs,media,worldgen --concurrency 4 --loglevel INFO
 
 test: install
+	$(MAKE) --no-print-directory lint-imports
 	$(MAKE) --no-print-directory test-sqlite
 	$(MAKE) --no-print-directory test-hosted
+
+# Import contracts (.importlinter): layers, the engine as a library, no cycles.
+lint-imports: install
+	$(VENV)/bin/lint-imports --no-cache
 
 test-sqlite: install
 	$(VENV)/bin/pytest --ds=covel.settings.test -q $(PYTEST_ARGS)

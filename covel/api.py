@@ -94,16 +94,18 @@ def _mount_routers() -> None:
     from jobs.api import router as jobs_router
     from media.api import router as media_router
     from sessions.api_worlds import router as worlds_router
-    from plugins_app.api_plugin_data import router as plugin_data_router
+    from sessions.api_install import router as install_router
+    from turns.api_plugin_data import router as plugin_data_router
     from turns.api_records import router as records_router
+    from turns.api_session import router as session_turns_router
     from turns.api_events import router as events_router
     from turns.api_setup import router as setup_router
-    from covel.config_endpoints import router as config_router
-    from sessions.api_snapshots import router as snapshots_router
+    from jobs.api_config import router as config_router
+    from turns.api_snapshots import router as snapshots_router
 
     for router in (
-        worlds_router, sessions_router, turns_router, records_router, events_router, setup_router,
-        plugins_router, plugin_data_router, jobs_router, media_router, config_router, snapshots_router,
+        worlds_router, sessions_router, session_turns_router, turns_router, records_router, events_router, setup_router,
+        plugins_router, install_router, plugin_data_router, jobs_router, media_router, config_router, snapshots_router,
     ):
         api.add_router("/", router)
 

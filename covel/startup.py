@@ -21,7 +21,7 @@ def on_asgi_startup() -> None:
             redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2).ping()
         except Exception as exc:
             raise RuntimeError(f"Redis at REDIS_URL is unreachable ({exc}); refusing to start.") from exc
-        from turns import eventbus
+        from covel import eventbus
 
         # The event fan-out subscription must be live before we serve (turns/eventbus.py).
         eventbus.start()

@@ -5,9 +5,6 @@ except the model-list read of POST /api/ai/models.
 """
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -15,13 +12,13 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from covel.config_services import llm_config_active, provider_base_url_valid, slots_effective
+from jobs.config_services import llm_config_active, provider_base_url_valid, slots_effective
 from covel.errors import ApiError
+from covel.headers import b64_json_header, provider_keys_from_request
 from turns.engine.providers import config as llm
 from turns.engine.providers.base import ModelError, ModelRequest, ModelResponse, TextDelta
 
 CODE_INVALID_LLM_CONFIGURATION = "invalid_llm_configuration"
-CODE_INVALID_PROVIDER_KEYS = "invalid_provider_keys"
 PING_TARGET_FIELDS = ("presetId", "modelRef", "slot")
 PING_PROMPT = "Reply with the single word: pong"
 PING_MAX_OUTPUT_TOKENS = 8
@@ -30,39 +27,6 @@ MODELS_TIMEOUT_SECONDS = 15.0
 MODELS_MAX_IDS = 2000
 PROTOCOLS = [{"id": llm.PROTOCOL_OPENAI_CHAT, "label": "OpenAI Chat", "output": "text"}]
 MODELS_FIELDS = ("provider", "baseUrl", "protocol")
-
-
-def _b64_json_object(raw: str, *, code: str, what: str) -> dict[str, Any]:
-    """Decode a header holding base64(JSON object) (raw JSON accepted too). Raises 400 ``code``
-    (also for JSON nested too deeply for the parser)."""
-    text = raw.strip()
-    if not text.startswith("{"):
-        try:
-            text = base64.b64decode(text, validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            raise ApiError(400, code, f"{what} is not base64 JSON") from None
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        raise ApiError(400, code, f"{what} is not JSON") from None
-    if not isinstance(value, dict):
-        raise ApiError(400, code, f"{what} must be a JSON object")
-    return value
-
-
-def provider_keys_from_request(request) -> dict[str, str]:
-    """The ``X-Provider-Keys`` header: base64(JSON) ``{provider: key}``; memory only, never stored.
-    Raises 400 invalid_provider_keys when malformed, including keys that cannot be sent in an
-    ``Authorization`` header (anything but printable ASCII)."""
-    raw = request.headers.get("X-Provider-Keys", "")
-    if not raw.strip():
-        return {}
-    keys = _b64_json_object(raw, code=CODE_INVALID_PROVIDER_KEYS, what="X-Provider-Keys")
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in keys.items()):
-        raise ApiError(400, CODE_INVALID_PROVIDER_KEYS, "X-Provider-Keys maps provider ids to key strings")
-    if not all(v.isascii() and v.isprintable() for v in keys.values()):
-        raise ApiError(400, CODE_INVALID_PROVIDER_KEYS, "X-Provider-Keys values must be printable ASCII")
-    return keys
 
 
 def _preset_from(raw: Any, preset_id: str) -> llm.SlotConfig:
@@ -93,7 +57,7 @@ def slot_routing_from_request(request) -> SlotRouting:
     raw = request.headers.get("X-Slot-Config", "")
     if not raw.strip():
         return SlotRouting({}, {})
-    data = _b64_json_object(raw, code=CODE_INVALID_LLM_CONFIGURATION, what="X-Slot-Config")
+    data = b64_json_header(raw, code=CODE_INVALID_LLM_CONFIGURATION, what="X-Slot-Config")
     presets_raw = data.get("customPresets") or {}
     bindings_raw = data.get("slotBindings") or {}
     if not isinstance(presets_raw, dict) or not isinstance(bindings_raw, dict):

@@ -10,7 +10,7 @@ from ninja.responses import Status
 from jobs import ai, worldgen
 from jobs import schemas as job_schemas, selectors as job_selectors, services as job_services
 from sessions.api_scope import request_json, session_scope
-from sessions.auth import require_operator
+from covel.auth import require_operator
 
 router = Router(tags=["ai"])
 

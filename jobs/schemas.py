@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from turns.sse import wire_timestamp
+from covel.times import wire_timestamp
 
 SCHEMA_VERSION = 1
 

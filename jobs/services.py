@@ -9,7 +9,7 @@ Lifecycle (``jobs.schemas`` has the statuses)::
        └─ maxQueueMs exceeded → timed_out                   └─ warm shutdown before committing → queued
 
 - Enqueue: a turn that scheduled a detached runtime writes its RuntimeJob row inside the turn's
-  commit transaction (``runtime_jobs_enqueue``, called by the engine's commit hook) and
+  commit transaction (``runtime_jobs_enqueue``, the engine's ``runtime_jobs_stage`` port) and
   ``jobs.run_runtime_job`` is sent only after that commit.
 - Claim (``job_claim``): a renewable lease (``jobs.leases``) on the job's (session, runtime) —
   jobs of one runtime in one session run one at a time (spec: 同一个 (session, plugin, runtime)
@@ -43,11 +43,12 @@ from django.db.models import F
 from django.utils import timezone
 
 from covel.errors import SessionBusy, SessionNotFound
+from covel.taskqueue import TASK_RUN_RUNTIME_JOB, task_send, task_send_on_commit
 from jobs import leases, schemas as S, selectors
 from jobs.errors import BackgroundQueueFull, RuntimeJobNotCancellable, RuntimeJobNotRetryable, SessionNotActive
 from jobs.models import RuntimeJob
 from turns.events import NewEvent, session_events_append
-from turns.locks import session_lock
+from sessions.locks import session_lock
 
 logger = logging.getLogger("covel.jobs")
 
@@ -90,9 +91,7 @@ def _status_event(job: RuntimeJob) -> NewEvent:
 
 
 def _enqueue_on_commit(job_id: str) -> None:
-    from jobs.tasks import run_runtime_job
-
-    run_runtime_job.delay_on_commit(job_id)
+    task_send_on_commit(TASK_RUN_RUNTIME_JOB, job_id)
 
 
 def runtime_jobs_enqueue(*, session, jobs: list[dict[str, Any]]) -> list[NewEvent]:
@@ -159,12 +158,10 @@ def _finished_trim(job: RuntimeJob) -> None:
 
 def _siblings_kick(session_id: str, runtime_id: str) -> None:
     """Send the oldest queued job of (session, runtime) to the queue (after a job of it ended)."""
-    from jobs.tasks import run_runtime_job
-
     nxt = (RuntimeJob.objects.filter(session_id=session_id, runtime_id=runtime_id, status=S.QUEUED)
            .order_by("created_at", "id").values_list("pk", flat=True).first())
     if nxt is not None:
-        run_runtime_job.delay(str(nxt))
+        task_send(TASK_RUN_RUNTIME_JOB, str(nxt))
 
 
 # --- claim and lease ---------------------------------------------------------------------------
@@ -325,7 +322,7 @@ def _claimed_run(claim: JobClaim, keeper: _LeaseKeeper, *, hostname: str, plugin
     if not job_start(claim):
         return None
     try:
-        run = runtime_job_execute(claim.job_id, cancel=keeper.cancel, plugin_registry=plugin_registry)
+        run = runtime_job_execute(job, cancel=keeper.cancel, plugin_registry=plugin_registry)
     except RuntimeJobRejected as exc:
         _transition(claim.job_id, S.IN_FLIGHT, S.STALE, token=claim.fencing_token, reason=S.REASON_PRE_EXECUTION,
                     message=exc.message)
@@ -470,8 +467,6 @@ def jobs_reap(*, now=None) -> int:
        restarted in-process worker) are sent to the queue again (spec: 重启后继续认领合法的 queued 作业).
     Returns how many jobs changed status.
     """
-    from jobs.tasks import run_runtime_job
-
     now = now or timezone.now()
     changed = 0
     expired = RuntimeJob.objects.filter(status__in=S.IN_FLIGHT, lease_expires_at__lt=now).values_list(
@@ -499,7 +494,7 @@ def jobs_reap(*, now=None) -> int:
         if key in seen or leases.lease_holder(_lease_name(*key)) is not None:
             continue
         seen.add(key)
-        run_runtime_job.delay(str(pk))
+        task_send(TASK_RUN_RUNTIME_JOB, str(pk))
     return changed
 
 

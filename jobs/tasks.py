@@ -4,17 +4,19 @@ from __future__ import annotations
 from celery import shared_task
 from celery.signals import celeryd_after_setup, worker_shutting_down
 
+from covel.taskqueue import TASK_GENERATE_WORLD, TASK_RUN_RUNTIME_JOB
+
 from jobs import leases, services, worldgen
 
 
-@shared_task(name="worldgen.generate_world", acks_late=True, ignore_result=True)
+@shared_task(name=TASK_GENERATE_WORLD, acks_late=True, ignore_result=True)
 def generate_world(generation_id: str) -> None:
     """Run one AI world generation (queue ``worldgen``). Safe to deliver twice: the service claims
     the queued row and a second delivery finds it claimed and exits."""
     worldgen.generation_run(generation_id)
 
 
-@shared_task(name="jobs.run_runtime_job", bind=True, acks_late=True, ignore_result=True)
+@shared_task(name=TASK_RUN_RUNTIME_JOB, bind=True, acks_late=True, ignore_result=True)
 def run_runtime_job(self, job_id: str) -> None:
     """Run one detached runtime job (queue ``jobs``). Safe to deliver twice: the service claims the
     job by lease + compare-and-set and a second delivery finds it taken and exits; a job whose

@@ -41,12 +41,13 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
 
-from covel.config_services import llm_config_active
+from jobs.config_services import llm_config_active
 from covel.errors import ApiError
+from covel.taskqueue import TASK_GENERATE_WORLD, task_send_on_commit
 from jobs.models import WorldGeneration
 from sessions import world_packages as wp
 from sessions.worldpkg.dimensions import dimension_definition_validate
-from turns import eventbus
+from covel import eventbus
 from turns.engine.providers import config as llm
 from turns.engine.providers.base import ModelError, ModelRequest, ModelResponse, TextDelta
 from turns.engine.providers.openai_chat import OpenAIChatClient
@@ -154,8 +155,8 @@ def generation_request_parse(body: dict[str, Any], *, contracts_catalog: dict[st
 
 def contracts_catalog() -> dict[str, dict[str, Any]]:
     """Contracts offered for generation: authoring entries of loaded plugins with ``generate``."""
-    from plugins_app.plugin_services import authoring
-    from sessions.catalog import plugin_registry
+    from sessions.authoring import authoring
+    from plugins_app.registry import plugin_registry
 
     return {c["contract"]: c for c in authoring(plugin_registry())["contracts"] if c.get("generate")}
 
@@ -170,11 +171,9 @@ def packs_catalog() -> dict[str, Any]:
 
 def generation_start(*, request: dict[str, Any]) -> WorldGeneration:
     """Write the generation row and schedule ``worldgen.generate_world`` after commit."""
-    from jobs.tasks import generate_world
-
     with transaction.atomic():
         generation = WorldGeneration.objects.create(request=request)
-        generate_world.delay_on_commit(str(generation.id))
+        task_send_on_commit(TASK_GENERATE_WORLD, str(generation.id))
     return generation
 
 

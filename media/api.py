@@ -16,7 +16,8 @@ from media import selectors, services
 from media.errors import MediaNotFound, MediaRequestInvalid, MediaUnavailable
 from media.schemas import MediaTokenOut, MediaUploadOut, media_upload_out
 from sessions.api_scope import request_json, session_scope
-from sessions.auth import require_operator, session_get_authorized
+from covel.auth import require_operator
+from sessions.auth import session_get_authorized
 
 router = Router(tags=["media"])
 

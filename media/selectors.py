@@ -19,6 +19,7 @@ from datetime import timezone as dt_timezone
 from pathlib import Path
 from typing import Any, Iterable
 
+from django.apps import apps as django_apps
 from django.conf import settings
 from django.db.models import Count
 from django.utils import timezone
@@ -95,19 +96,16 @@ def media_inventory() -> dict[str, tuple[int, datetime]]:
 # --- usage scan ---------------------------------------------------------------------------------
 
 
-def _scanned_tables() -> list[tuple[Any, tuple[str, ...]]]:
-    from plugins_app.models import PluginData
-    from sessions.models import ChatMessage, Snapshot
-    from turns.models import RuntimeOutput, TraceEvent, TurnResult
-
-    return [
-        (ChatMessage, ("content", "metadata")),
-        (PluginData, ("value",)),
-        (RuntimeOutput, ("output",)),
-        (TraceEvent, ("payload",)),
-        (Snapshot, ("data",)),
-        (TurnResult, ("summary",)),
-    ]
+def media_reference_tables() -> list[tuple[Any, tuple[str, ...]]]:
+    """[(model, JSON field names)] of every table whose rows may mention media ids, collected from the
+    ``media_reference_fields`` declaration of each installed app's AppConfig (``{model name: fields}``).
+    Each app declares its own tables, so the scan covers apps above this one without importing them.
+    Every declared model has a ``session`` foreign key."""
+    tables: list[tuple[Any, tuple[str, ...]]] = []
+    for config in django_apps.get_app_configs():
+        for model_name, fields in sorted(getattr(config, "media_reference_fields", {}).items()):
+            tables.append((config.get_model(model_name), tuple(fields)))
+    return tables
 
 
 @dataclass
@@ -158,7 +156,7 @@ def media_scan(*, scan_limit: int, strict: bool) -> MediaScan:
             scan.expired_pins.append(row)
         else:
             scan.fresh_pins.setdefault(row.sha256, []).append(row)
-    tables = _scanned_tables()
+    tables = media_reference_tables()
     over: set[str] = set()
     for model, _ in tables:
         counts = model.objects.values("session_id").annotate(n=Count("id")).filter(n__gt=scan_limit)
@@ -195,6 +193,27 @@ def media_scan_cache_clear() -> None:
     _library_cache.clear()
 
 
+def mime_sniff(head: bytes) -> str | None:
+    """The image MIME type the first bytes announce (PNG, JPEG, GIF, WebP, AVIF, BMP), else None."""
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if head.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if head.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if len(head) >= 12 and head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    if len(head) >= 12 and head[4:8] == b"ftyp":
+        box_size = int.from_bytes(head[:4], "big")
+        brands = head[8:max(12, min(box_size, len(head)))]
+        if any(brands[i:i + 4] in (b"avif", b"avis") for i in range(0, len(brands) - 3, 4)):
+            return "image/avif"
+    if head.startswith(b"BM") and len(head) >= 14:
+        return "image/bmp"
+    return None
+
+
+
 # --- library ------------------------------------------------------------------------------------
 
 
@@ -202,8 +221,6 @@ def _mime_of(media_id: str, rows_by_id: dict[str, list[MediaAsset]]) -> str:
     for row in rows_by_id.get(media_id, []):
         if row.content_type:
             return row.content_type
-    from media.services import mime_sniff
-
     try:
         with media_path(media_id).open("rb") as handle:
             return mime_sniff(handle.read(64)) or "application/octet-stream"
@@ -220,7 +237,7 @@ def media_library(*, kind: str | None, usage: str | None, limit: int, offset: in
     library regardless of filters; ``sessions`` only those the page mentions.
     """
     from sessions.models import Session
-    from sessions.selectors import iso
+    from covel.times import iso
 
     inventory = media_inventory()
     rows_by_id: dict[str, list[MediaAsset]] = {}

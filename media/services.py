@@ -42,26 +42,6 @@ CLEANUP_LOCK_KEY = "media-cleanup:"
 LIBRARY_DELETE_IDS_MAX = 1000
 
 
-def mime_sniff(head: bytes) -> str | None:
-    """The image MIME type the first bytes announce (PNG, JPEG, GIF, WebP, AVIF, BMP), else None."""
-    if head.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if head.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if head.startswith((b"GIF87a", b"GIF89a")):
-        return "image/gif"
-    if len(head) >= 12 and head[:4] == b"RIFF" and head[8:12] == b"WEBP":
-        return "image/webp"
-    if len(head) >= 12 and head[4:8] == b"ftyp":
-        box_size = int.from_bytes(head[:4], "big")
-        brands = head[8:max(12, min(box_size, len(head)))]
-        if any(brands[i:i + 4] in (b"avif", b"avis") for i in range(0, len(brands) - 3, 4)):
-            return "image/avif"
-    if head.startswith(b"BM") and len(head) >= 14:
-        return "image/bmp"
-    return None
-
-
 def _bytes_write(media_id: str, data: bytes) -> None:
     path = selectors.media_path(media_id)
     if path.is_file() and path.stat().st_size == len(data):
@@ -100,7 +80,7 @@ def media_upload(*, session_id: str, data: bytes, declared_type: str) -> MediaAs
         raise MediaInvalid(code="unsupported_media_type", message="image/svg+xml is not accepted")
     if not mime_declared.startswith("image/"):
         raise MediaInvalid(code="unsupported_media_type", message="Only image/* uploads are accepted")
-    mime = mime_sniff(data[:64])
+    mime = selectors.mime_sniff(data[:64])
     if mime is None:
         raise MediaInvalid(code="invalid_image", message="Bytes are not a PNG, JPEG, GIF, WebP, AVIF or BMP image")
     media_id = hashlib.sha256(data).hexdigest()
@@ -167,7 +147,7 @@ def media_token_issue(*, media_id: str, session_id: str) -> dict[str, Any]:
 
     Returns ``{"token", "url", "expiresAt"}``; valid for one hour (HMAC-SHA256 over id, scope and time).
     """
-    from sessions.selectors import iso
+    from covel.times import iso
 
     token = signing.dumps({"m": media_id, "s": session_id}, key=_token_key(), salt=TOKEN_SALT, compress=False)
     expires_at = timezone.now() + timedelta(seconds=TOKEN_MAX_AGE_SECONDS)
@@ -239,7 +219,7 @@ def media_cleanup(policy: CleanupPolicy, *, is_confirmed: bool) -> dict[str, Any
     real run, removed. Raises ScanLimitExceeded (400 limit_exceeded) when a session has more rows
     than ``scan_limit``; OperationInProgress (429) while another cleanup runs.
     """
-    from turns.locks import session_lock
+    from sessions.locks import session_lock
 
     if not policy.dry_run and not is_confirmed:
         raise MediaRequestInvalid(message="Real deletion requires the header X-Confirm-Cleanup: yes")
@@ -251,7 +231,7 @@ def media_cleanup(policy: CleanupPolicy, *, is_confirmed: bool) -> dict[str, Any
 
 
 def _cleanup_run(policy: CleanupPolicy) -> dict[str, Any]:
-    from sessions.selectors import iso
+    from covel.times import iso
 
     scan = selectors.media_scan(scan_limit=policy.scan_limit, strict=True)
     inventory = selectors.media_inventory()

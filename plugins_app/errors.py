@@ -1,4 +1,4 @@
-"""Client-visible errors of the install endpoints (spec 004 插件与世界安装).
+"""Client-visible errors of the plugin and install endpoints (spec 004 插件管理, 插件与世界安装).
 
 Each class fixes the HTTP status and the top-level `code`; `details.code` carries the finer,
 kebab-case reason (spec: 转换错误带 details: { code }).
@@ -58,3 +58,13 @@ class StImportError(ApiError):
         code = CODE_ST_IMPORT_TOO_LARGE if status == 413 else CODE_ST_IMPORT_INVALID
         super().__init__(status=status, code=code, message=message, details=details)
         self.reason = reason
+
+
+class PluginNotFound(ApiError):
+    """404 plugin_not_found: the plugin id is not a loaded/known plugin."""
+
+    status = 404
+    code = "plugin_not_found"
+
+    def __init__(self, plugin_id: str) -> None:
+        super().__init__(message=f"Unknown plugin: {plugin_id}")

@@ -40,7 +40,7 @@ from typing import Any, Callable
 import yaml
 
 from covel.jsonbody import unstorable_json_problem
-from sessions.worldpkg.yamlio import frontmatter_parse
+from covel.yamlio import frontmatter_parse
 from plugins_app.validation import (
     CODE_FILE_INVALID,
     CODE_ID_MISMATCH,
@@ -642,7 +642,7 @@ def frontmatter_read(path: Path, rel: str) -> tuple[dict[str, Any] | None, str, 
 
     Returns (metadata or None on failure, body, issues). Uses `frontmatter.parse` (not `load`)
     because manifests may legitimately contain a `handler` key, which `Post` would reject.
-    YAML 1.2 booleans: `off`/`on`/`yes`/`no` stay strings (see sessions.worldpkg.yamlio).
+    YAML 1.2 booleans: `off`/`on`/`yes`/`no` stay strings (see covel.yamlio).
     Frontmatter no store could hold (NUL, unpaired surrogates, non-finite numbers, nesting past
     covel.jsonbody.JSON_MAX_DEPTH or too deep for the parser) is `manifest-invalid`.
     """

@@ -10,7 +10,7 @@ PLUGIN_DATA_VALUE_MAX_BYTES = 256 * 1024
 class PluginData(models.Model):
     """One plugin-data value. Namespaces starting with ``_`` are reserved for the framework
     (``_hidden.<ns>`` holds hidden world data; ``_dimensions``, ``_runtime_jobs`` ... the kernel's).
-    ``version`` bumps on every write. Only plugins_app/services_plugin_data.py (and the commit
+    ``version`` bumps on every write. Only turns/services_plugin_data.py (and the commit
     chain through it) writes rows."""
 
     session = models.ForeignKey("covel_sessions.Session", on_delete=models.CASCADE, related_name="plugin_data")

@@ -1,13 +1,12 @@
 """Read models of the plugin registry for the plugin/framework/install endpoints (spec 004 插件管理).
 
-Pure functions over a PluginRegistry; the endpoints pass `sessions.catalog.plugin_registry()`.
+Pure functions over a PluginRegistry; the endpoints pass `plugins_app.registry.plugin_registry()`.
 """
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from covel.errors import ApiError
 from plugins_app import manifests as mf
@@ -17,21 +16,6 @@ from plugins_app.validation import (
     CODE_IDENTITY_INVALID, CODE_MANIFEST_MISSING, PackageValidationReport, error, package_root_find, report_build,
     zip_extract_safe,
 )
-from sessions import world_packages as wp
-
-PACKS_CATALOG = Path(__file__).resolve().parent / "packs" / "builtin.yaml"
-
-WORLD_FILES = [
-    {"path": "world.yaml", "purpose": "World manifest: identity, locales, plugin selection, character schema."},
-    {"path": "WORLD.md", "purpose": "World lore in the default locale; WORLD.<locale>.md for other locales."},
-    {"path": "world.<locale>.yaml", "purpose": "Translated text of world.yaml; structure and ids come from world.yaml."},
-    {"path": "data/world.data.yaml", "purpose": "World data descriptor: sources, their targets and import order."},
-    {"path": "data/dimensions.yaml", "purpose": "Dimension definitions: name, schema, initialValue, updateRule."},
-    {"path": "data/lorebook.yaml", "purpose": "Lorebook entries: id, content."},
-    {"path": "characters/characters.json", "purpose": "Character records: id, name, type, description, fields."},
-    {"path": "media/gallery.json", "purpose": "Gallery images shown before play."},
-]
-
 
 def capabilities() -> dict[str, Any]:
     """GET /api/framework/capabilities (spec 004): manifest enums, tools, proposals, world-data URIs."""
@@ -71,67 +55,6 @@ def capabilities() -> dict[str, Any]:
             },
         },
     }
-
-
-def _text(value: Any, locale: str | None) -> Any:
-    return mf.text_resolve(value, locale) if isinstance(value, dict) else value
-
-
-def authoring(registry: PluginRegistry, *, locale: str | None = None) -> dict[str, Any]:
-    """GET /api/framework/authoring: world files, kernel destinations, contracts from
-    contributes.data.*.authoring of loaded plugins, the plugin catalogue and the packs."""
-    contracts: list[dict[str, Any]] = []
-    diagnostics: list[dict[str, Any]] = []
-    plugins: list[dict[str, Any]] = []
-    for record in registry.all():
-        if record.host_state == HOST_ERROR:
-            continue
-        m = record.manifest
-        plugins.append({"id": m.id, "displayName": _text(m.display_name, locale) or m.id,
-                        "description": _text(m.description, locale), "tags": m.tags,
-                        "provides": m.provided_contracts, "requires": m.requires,
-                        "settings": [dict(s) for s in m.contributes.settings]})
-        for namespace, decl in m.contributes.data.items():
-            auth = decl.get("authoring")
-            if not isinstance(auth, dict):
-                continue
-            accepts = [c for c in decl.get("accepts") or [] if isinstance(c, str)]
-            contract = accepts[0] if accepts else f"{m.id}.{namespace}@1"
-            example = auth.get("example")
-            if isinstance(example, str):
-                path = mf.package_path_resolve(m.root, example)
-                try:
-                    example = json.loads(path.read_text(encoding="utf-8")) if path else None
-                except (OSError, ValueError):
-                    diagnostics.append({"pluginId": m.id, "namespace": namespace, "message": "example is not readable JSON"})
-                    continue
-            entry: dict[str, Any] = {"contract": contract, "pluginId": m.id, "namespace": namespace,
-                                     "title": _text(auth.get("title"), locale), "hint": _text(auth.get("hint"), locale),
-                                     "schema": decl.get("schema"), "example": example}
-            source = auth.get("source")
-            if isinstance(source, dict):
-                entry["source"] = {"id": namespace, "entry": {**source, "schema": f"contract:{contract}", "to": f"contract:{contract}"}}
-            if auth.get("generate") in ("offer", "default"):
-                entry["generate"] = auth["generate"]
-            contracts.append(entry)
-    packs, _issues = wp.packs_catalog_load(PACKS_CATALOG)
-    out = {
-        "files": WORLD_FILES,
-        "destinations": [
-            {"title": "Dimensions", "description": "Author-declared world dimensions with JSON Schemas and initial values.",
-             "source": {"id": "dimensions", "entry": {"kind": "yaml", "path": "data/dimensions.yaml", "schema": "covel://world/dimensions", "to": "world:metadata.dimensions"}}},
-            {"title": "Characters", "description": "Character records of the session's world model.",
-             "source": {"id": "characters", "entry": {"kind": "json", "path": "characters/characters.json", "to": "characters", "key": "id"}}},
-            {"title": "Lorebook", "description": "Lorebook entries retrieved into prompts.",
-             "source": {"id": "lore", "entry": {"kind": "yaml", "path": "data/lorebook.yaml", "to": "lorebook", "key": "id"}}},
-        ],
-        "contracts": contracts,
-        "plugins": plugins,
-        "packs": [{**p.as_dict(), "label": _text(p.label, locale), "description": _text(p.description, locale)} for p in packs],
-    }
-    if diagnostics:
-        out["diagnostics"] = diagnostics
-    return out
 
 
 def plugin_flows(registry: PluginRegistry) -> dict[str, Any]:
@@ -178,50 +101,37 @@ def plugin_validate_dir(root: Path, *, package_id: str | None = None) -> Package
                         extra_counts={"runtimes": len(m.runtimes), "tools": len(m.contributes.tools)})
 
 
-def world_validate_dir(root: Path, *, package_id: str | None = None) -> PackageValidationReport:
-    """Statically validate a world folder (report counts: characters, loreEntries, dimensions, locales)."""
-    world = wp.world_package_load(root, source=wp.SOURCE_USER, expected_id=package_id)
-    return wp.world_validation_report(world)
-
-
-def validate_upload(kind: str, data: bytes) -> PackageValidationReport:
-    """Validate an uploaded .zip package. The archive is fully checked (zip-slip) before any write."""
+def package_validate_upload(kind: str, data: bytes, *, marker: str,
+                            validate_dir: Callable[[Path], PackageValidationReport]) -> PackageValidationReport:
+    """Validate an uploaded .zip package of ``kind`` ("plugin" | "world") whose root holds ``marker``.
+    The archive is fully checked (zip-slip, sizes) in a temporary folder before ``validate_dir`` reads it."""
     with tempfile.TemporaryDirectory(prefix="covel-validate-") as tmp:
         issues = zip_extract_safe(data, Path(tmp) / "pkg")
         if issues:
             return report_build(kind=kind, package_id=None, issues=issues)  # type: ignore[arg-type]
-        marker = mf.PLUGIN_FILE if kind == "plugin" else wp.WORLD_FILE
         root = package_root_find(Path(tmp) / "pkg", marker)
         if root is None:
             return report_build(kind=kind, package_id=None,  # type: ignore[arg-type]
                                 issues=[error(CODE_MANIFEST_MISSING, f"{marker} not found at the archive root or in its single top folder", marker)])
-        if kind == "plugin":
-            return plugin_validate_dir(root)
-        world = wp.world_package_load(root, source=wp.SOURCE_USER)
-        return wp.world_validation_report(world)
+        return validate_dir(root)
 
 
-def validate_source(kind: str, source: Any, *, registry: PluginRegistry, covel_home: Path, allowed_roots: list[Path]) -> PackageValidationReport:
-    """Validate `{kind: "installed", id}` or `{kind: "path", path}`. Raises 400 invalid request,
-    404 package not found, 403 path-outside-roots."""
+def package_validate_source(kind: str, source: Any, *, installed_root: Callable[[str], Path | None],
+                            validate_dir: Callable[..., PackageValidationReport],
+                            allowed_roots: list[Path]) -> PackageValidationReport:
+    """Validate `{kind: "installed", id}` (``installed_root(id)`` finds its folder) or `{kind: "path", path}`
+    (inside ``allowed_roots``). Raises 400 invalid_request, 404 package_not_found, 403 path-outside-roots."""
     if not isinstance(source, dict) or source.get("kind") not in ("installed", "path"):
         raise ApiError(400, "invalid_request", "source must be {kind: installed, id} or {kind: path, path}")
     if source["kind"] == "installed":
         package_id = source.get("id")
         if not isinstance(package_id, str) or not package_id:
             raise ApiError(400, "invalid_request", "source.id is required")
-        if kind == "plugin":
-            record = registry.get(package_id)
-            if record is None:
-                raise ApiError(404, "package_not_found", f"Plugin not installed: {package_id}")
-            return plugin_validate_dir(record.manifest.root, package_id=package_id)
-        from sessions.world_selectors import builtin_worlds_dir
-
-        for directory in (builtin_worlds_dir(), wp.user_worlds_dir(covel_home)):
-            root = Path(directory) / package_id
-            if root.is_dir():
-                return world_validate_dir(root, package_id=package_id)
-        raise ApiError(404, "package_not_found", f"World package not found: {package_id}")
+        root = installed_root(package_id)
+        if root is None:
+            noun = "Plugin not installed" if kind == "plugin" else "World package not found"
+            raise ApiError(404, "package_not_found", f"{noun}: {package_id}")
+        return validate_dir(root, package_id=package_id)
     raw = source.get("path")
     if not isinstance(raw, str) or not raw:
         raise ApiError(400, "invalid_request", "source.path is required")
@@ -230,4 +140,19 @@ def validate_source(kind: str, source: Any, *, registry: PluginRegistry, covel_h
         raise ApiError(403, "path-outside-roots", "The directory is outside the allowed package roots")
     if not path.is_dir():
         raise ApiError(404, "package_not_found", "Package directory not found")
-    return plugin_validate_dir(path) if kind == "plugin" else world_validate_dir(path)
+    return validate_dir(path)
+
+
+def plugin_validate_upload(data: bytes) -> PackageValidationReport:
+    """POST /api/install/validate/plugin with a .zip (spec 004 ZIP 激活前的校验)."""
+    return package_validate_upload("plugin", data, marker=mf.PLUGIN_FILE, validate_dir=plugin_validate_dir)
+
+
+def plugin_validate_source(source: Any, *, registry: PluginRegistry, allowed_roots: list[Path]) -> PackageValidationReport:
+    """POST /api/install/validate/plugin with JSON {source}: an installed plugin id or a folder."""
+    def installed_root(plugin_id: str) -> Path | None:
+        record = registry.get(plugin_id)
+        return record.manifest.root if record is not None else None
+
+    return package_validate_source("plugin", source, installed_root=installed_root, validate_dir=plugin_validate_dir,
+                                   allowed_roots=allowed_roots)

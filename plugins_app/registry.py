@@ -447,6 +447,16 @@ def registry_get(*, covel_home: Path | str | None, builtin_dir: Path | None = No
         return registry
 
 
+def plugin_registry() -> PluginRegistry:
+    """The process-wide PluginRegistry of this server: builtin plugins (``COVEL_BUILTIN_PLUGINS_DIR``
+    when set, else ``plugins_app/builtin``) and community plugins under ``COVEL_HOME/plugins``.
+    Cached; ``registry_reset()`` rebuilds it."""
+    from django.conf import settings
+
+    builtin = settings.COVEL_BUILTIN_PLUGINS_DIR
+    return registry_get(covel_home=settings.COVEL_HOME, builtin_dir=Path(builtin) if builtin else None)
+
+
 def registry_reset() -> None:
     """Drop cached registries (after install/uninstall, and between tests)."""
     with _cache_lock:
@@ -456,5 +466,5 @@ def registry_reset() -> None:
 __all__ = [
     "HOST_DISCOVERED", "HOST_ERROR", "HOST_INSTALLED", "HOST_LOADED", "PluginRecord", "PluginRegistrationApi",
     "PluginRegistry", "Registration", "RegistrationError", "Registrations", "SOURCE_BUILTIN",
-    "module_load_by_path", "plugin_record_build", "registry_build", "registry_get", "registry_reset",
+    "module_load_by_path", "plugin_record_build", "plugin_registry", "registry_build", "registry_get", "registry_reset",
 ]

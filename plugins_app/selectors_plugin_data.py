@@ -20,7 +20,7 @@ def is_visible_namespace(namespace: str) -> bool:
 
 
 def _iso(value) -> str | None:
-    from sessions.selectors import iso
+    from covel.times import iso
 
     return iso(value)
 

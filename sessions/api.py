@@ -1,5 +1,6 @@
 """Session endpoints (spec 004 §会话管理, §会话座位, §行动类型目录, §会话插件管理, §状态查询,
-§消息历史, §角色数据, §Lorebook). Thin: authorize, parse, delegate to services/selectors.
+§消息历史, §角色数据, §Lorebook). Thin: authorize, parse, delegate to services/selectors. The view and
+the character upsert need the turn layer and are in turns/api_session.py.
 
 Every operation with ``{session_id}`` in its path uses ``auth=session_scope`` (404 before 401).
 """
@@ -11,8 +12,8 @@ from ninja.responses import Status
 
 from sessions import selectors, services
 from sessions.api_scope import request_json, session_scope
-from sessions.auth import is_operator, owner_checks_enabled, require_operator
-from sessions.catalog import plugin_registry
+from covel.auth import is_operator, owner_checks_enabled, require_operator
+from plugins_app.registry import plugin_registry
 from sessions.errors import InvalidRequest
 from sessions.schemas import seat_patch_parse
 
@@ -89,11 +90,6 @@ def delete_session(request: HttpRequest, session_id: str):
     return {"ok": True}
 
 
-@router.get("/sessions/{session_id}/view", auth=session_scope)
-def get_session_view(request: HttpRequest, session_id: str):
-    return selectors.session_view(request.auth, plugin_registry())
-
-
 @router.get("/sessions/{session_id}/state", auth=session_scope)
 def get_session_state(request: HttpRequest, session_id: str):
     return selectors.session_state(request.auth)
@@ -157,18 +153,6 @@ def sync_messages(request: HttpRequest, session_id: str):
 
 
 # --- characters --------------------------------------------------------------------------------
-
-
-@router.get("/sessions/{session_id}/characters", auth=session_scope)
-def list_characters(request: HttpRequest, session_id: str):
-    return {"items": selectors.characters_list(request.auth)}
-
-
-@router.post("/sessions/{session_id}/characters", auth=session_scope)
-def upsert_character(request: HttpRequest, session_id: str):
-    """Create or update by id through one committed ``character.upsert`` proposal."""
-    character = services.character_upsert_commit(session_id, request_json(request))
-    return selectors.character_out(character, session_id)
 
 
 # --- lorebook ----------------------------------------------------------------------------------

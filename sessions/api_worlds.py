@@ -15,8 +15,8 @@ from covel.errors import ApiError
 from covel.jsonbody import json_body_load
 from sessions import world_selectors as selectors
 from sessions import world_services as services
-from sessions.auth import require_operator
-from sessions.catalog import plugin_registry
+from covel.auth import require_operator
+from plugins_app.registry import plugin_registry
 from sessions.errors import WorldNotFound
 from sessions.world_schemas import WorldIn, WorldPatch
 from sessions.worldpkg.dimensions import dimensions_export

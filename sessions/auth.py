@@ -1,4 +1,5 @@
-"""Session owner token and operator token checks (spec 004 §鉴权：Session owner token).
+"""Session owner token checks (spec 004 §鉴权：Session owner token); tiers and the operator token
+are in ``covel.auth``.
 
 Tier ``self`` checks nothing (loopback bind + Host check protect it). Tiers ``demo``/``commercial``
 require, on every session-scoped endpoint, the session's owner token or the operator token
@@ -11,14 +12,8 @@ import hashlib
 import hmac
 import secrets
 
-from django.conf import settings
-
+from covel.auth import is_operator, owner_checks_enabled, request_tokens
 from covel.errors import SessionNotFound, Unauthorized
-
-
-def owner_checks_enabled() -> bool:
-    """True in the tiers that enforce owner tokens (demo, commercial)."""
-    return settings.DEPLOYMENT_TIER in ("demo", "commercial")
 
 
 def token_hash(token: str) -> str:
@@ -29,35 +24,6 @@ def token_hash(token: str) -> str:
 def new_owner_token() -> str:
     """A fresh unguessable owner token (URL-safe, 256 bits)."""
     return secrets.token_urlsafe(32)
-
-
-def request_tokens(request) -> list[str]:
-    """Every token the request presents: Bearer header, X-Session-Token, ?session_token= (in that order)."""
-    tokens: list[str] = []
-    auth = request.headers.get("Authorization", "")
-    if auth[:7].lower() == "bearer " and auth[7:].strip():
-        tokens.append(auth[7:].strip())
-    header = request.headers.get("X-Session-Token", "").strip()
-    if header:
-        tokens.append(header)
-    query = request.GET.get("session_token", "").strip()
-    if query:
-        tokens.append(query)
-    return tokens
-
-
-def is_operator(request) -> bool:
-    """True when the request carries the configured operator token."""
-    expected = settings.COVEL_OPERATOR_TOKEN
-    if not expected:
-        return False
-    return any(hmac.compare_digest(t.encode(), expected.encode()) for t in request_tokens(request))
-
-
-def require_operator(request) -> None:
-    """In hosted tiers, raise 401 operator_token_required unless the operator token is presented."""
-    if owner_checks_enabled() and not is_operator(request):
-        raise Unauthorized(code="operator_token_required", message="Operator token required")
 
 
 def session_owner_check(request, session) -> None:

@@ -6,8 +6,7 @@ embeddedCharacters, embeddedLorebook ...) plus per-locale content — from, in o
 a store ``World`` row (``metadata.source == "store"``), then the world packages (builtin
 ``sessions/worlds`` or ``COVEL_BUILTIN_WORLDS_DIR``, and ``COVEL_HOME/worlds``).
 
-``plugin_registry()`` is the process-wide plugin registry (builtin dir ``COVEL_BUILTIN_PLUGINS_DIR``
-when set, else ``plugins_app/builtin``; community plugins under ``COVEL_HOME/plugins``).
+The plugin registry is ``plugins_app.registry.plugin_registry()``.
 """
 from __future__ import annotations
 
@@ -156,11 +155,3 @@ def world_resolve(world_id: str, *, shared: bool = False) -> ResolvedWorld | Non
     }}
     return ResolvedWorld(id=row.id, name=row.name, metadata=meta, default_locale=default_locale,
                          supported_locales=supported, is_deleting=is_deleting, contents=contents)
-
-
-def plugin_registry():
-    """The process-wide PluginRegistry (cached; ``plugins_app.registry.registry_reset()`` rebuilds)."""
-    from plugins_app.registry import registry_get
-
-    builtin = settings.COVEL_BUILTIN_PLUGINS_DIR
-    return registry_get(covel_home=settings.COVEL_HOME, builtin_dir=Path(builtin) if builtin else None)

@@ -141,16 +141,6 @@ class InvalidCursor(ApiError):
         super().__init__(message="Invalid cursor")
 
 
-class PluginNotFound(ApiError):
-    """404 plugin_not_found: the plugin id is not a loaded/known plugin."""
-
-    status = 404
-    code = "plugin_not_found"
-
-    def __init__(self, plugin_id: str) -> None:
-        super().__init__(message=f"Unknown plugin: {plugin_id}")
-
-
 class LorebookEntryNotFound(ApiError):
     status = 404
     code = "lorebook_entry_not_found"

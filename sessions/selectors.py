@@ -5,7 +5,6 @@ Private framework fields (owner hash, incarnation nonce, deletion lease) never l
 """
 from __future__ import annotations
 
-from covel.jsonbody import json_type_name
 import base64
 import binascii
 import hashlib
@@ -14,6 +13,9 @@ from datetime import datetime
 from typing import Any
 
 from django.db.models import Q
+
+from covel.jsonbody import json_type_name
+from covel.times import iso
 
 from sessions.errors import InvalidCursor
 from sessions.models import Character, ChatMessage, DimensionValue, LorebookEntry, Session
@@ -40,13 +42,6 @@ ROLE_BASE_KINDS: dict[str, list[str]] = {
     "host": ["narrate", "direct", "advance", "command"],
     "spectator": ["command"],
 }
-
-
-def iso(value: datetime | None) -> str | None:
-    """UTC ISO-8601 with milliseconds and ``Z`` (the spec's timestamp format)."""
-    if value is None:
-        return None
-    return value.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def incarnation_public(session: Session) -> str:
@@ -335,45 +330,6 @@ def event_cursor(session: Session) -> str:
     return f"{session.event_epoch}:{session.event_seq}"
 
 
-def session_view(session: Session, registry) -> dict[str, Any]:
-    """GET /api/sessions/:id/view (SessionSnapshot): latest 80 messages + cursor, characters, plugins,
-    latest 600 trace events, event cursor, submitted interactions, public dimensions."""
-    from plugins_app.selectors_plugin_data import plugin_data_visible
-    from turns.models import InteractionRecord, TraceEvent
-
-    # The event cursor is read first: an event committed after it is replayed by the subscription.
-    fresh = Session.objects.get(pk=session.pk)
-    cursor = event_cursor(fresh)
-    page = messages_page(fresh, limit=VIEW_MESSAGES)
-    turn_ids = {m["turnId"] for m in page["items"] if m.get("turnId")}
-    for m in page["items"]:
-        block = m.get("block")
-        if isinstance(block, dict) and isinstance((block.get("meta") or {}).get("turnId"), str):
-            turn_ids.add(block["meta"]["turnId"])
-    submitted = [
-        {"turnId": r.turn_id, "interactionId": r.interaction_id, "values": r.answer}
-        for r in InteractionRecord.objects.filter(session=fresh, turn_id__in=turn_ids, answer__isnull=False).order_by("id")
-    ]
-    steps = list(TraceEvent.objects.filter(session=fresh).order_by("-id")[:VIEW_TRACE_EVENTS])
-    steps.reverse()
-    runnable, _ = runnable_plugins(fresh, registry)
-    from turns.selectors_records import trace_event_out
-
-    return {
-        "session": session_out(fresh),
-        "messages": page["items"],
-        "messagesCursor": page["nextCursor"],
-        "characters": characters_list(fresh),
-        "plugins": runnable,
-        "pluginData": plugin_data_visible(fresh, plugin_ids=runnable),
-        "executionSteps": [trace_event_out(e, i) for i, e in enumerate(steps)],
-        "eventCursor": cursor,
-        "submittedInteractions": submitted,
-        "dimensions": dimensions_public(fresh),
-        "dimensionSettlements": [],
-    }
-
-
 def _fields_of(values: list[dict[str, Any]]) -> list[dict[str, str]]:
     seen: dict[str, str] = {}
     for value in values:
@@ -383,8 +339,6 @@ def _fields_of(values: list[dict[str, Any]]) -> list[dict[str, str]]:
             if key not in seen:
                 seen[key] = json_type_name(item)
     return [{"name": k, "type": t} for k, t in seen.items()]
-
-
 
 
 def session_state(session: Session) -> dict[str, Any]:

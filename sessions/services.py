@@ -20,7 +20,9 @@ from django.utils import timezone
 
 from covel.errors import SessionNotFound
 from sessions import auth
-from sessions.catalog import ResolvedWorld, plugin_registry, world_resolve
+from plugins_app.errors import PluginNotFound
+from plugins_app.registry import plugin_registry
+from sessions.catalog import ResolvedWorld, world_resolve
 from sessions.errors import (
     CharacterRejected,
     DimensionProviderConflict,
@@ -28,7 +30,6 @@ from sessions.errors import (
     InvalidRequest,
     LorebookEntryExists,
     LorebookEntryNotFound,
-    PluginNotFound,
     SeatCharacterUnbound,
     SeatNotFound,
     SeatNotHuman,
@@ -41,7 +42,6 @@ from sessions.errors import (
 )
 from sessions.models import Character, CharacterSchema, ChatMessage, DimensionValue, LorebookEntry, Session
 from sessions.plugin_selection import dimension_providers, plugins_resolve, setup_runtimes_initial
-from turns.events import NewEvent, session_events_append
 
 WORLD_ID_RE = re.compile(r"^[a-z0-9_-]{1,64}$", re.IGNORECASE)
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,159}$")
@@ -91,7 +91,7 @@ def locale_resolve(requested: str, supported: list[str], default_locale: str) ->
     return default_locale
 
 
-def _session_locked(session_id: str) -> Session:
+def session_locked(session_id: str) -> Session:
     session = Session.objects.select_for_update().filter(pk=session_id).first()
     if session is None:
         raise SessionNotFound(session_id)
@@ -399,7 +399,7 @@ def session_update(session_id: str, *, status: Any = _UNSET, runtime_model_overr
     if auto_advance_limit is not _UNSET:
         _auto_advance_check(auto_advance_limit)
     with transaction.atomic():
-        session = _session_locked(session_id)
+        session = session_locked(session_id)
         _check_not_deleting(session)
         if session.status == Session.STATUS_ENDED and (status is not _UNSET and status != Session.STATUS_ENDED):
             raise SessionEnded()
@@ -422,15 +422,14 @@ def session_delete(session_id: str) -> None:
 
     1. Under the session lock: stop accepting operations (deletion mark + lease, status paused) and
        rotate the authorization scope (new incarnation nonce), committed on its own.
-    2. Wait for the session's unfinished runtime jobs (queued/claimed/running/committing): they are
-       cancelled here (status failed, reason session-deleted) so no worker writes back afterwards.
-    3. Cascade-delete every row of the session in one transaction.
+    2. Cascade-delete every row of the session (runtime jobs included) in one transaction. A worker
+       running one of its jobs sees the deletion mark (or the missing row) and writes nothing back.
     A failure after step 1 leaves the mark (writes keep getting 409) and a retry takes over; a
     second DELETE while one runs answers 409 session_deleting unless its lease (10 min) expired.
     """
     now = timezone.now()
     with transaction.atomic():
-        session = _session_locked(session_id)
+        session = session_locked(session_id)
         if session.deletion_state == Session.DELETION_DELETING and session.deletion_started_at and \
                 now - session.deletion_started_at < DELETE_LEASE and not _is_retry_mark(session):
             raise SessionDeleting()
@@ -441,11 +440,8 @@ def session_delete(session_id: str) -> None:
         session.incarnation = secrets.token_hex(16)
         session.save(update_fields=["deletion_state", "deletion_started_at", "status", "incarnation", "updated_at"])
     try:
-        from jobs.models import RuntimeJob
-
-        with transaction.atomic():
-            RuntimeJob.objects.filter(session_id=session_id, status__in=("queued", "claimed", "running", "committing")).update(
-                status="failed", error={"reason": "session-deleted"}, updated_at=timezone.now())
+        # Runtime jobs go with the session (ON DELETE CASCADE); a worker holding one finds the session
+        # marked deleting (or gone) and commits nothing (jobs.services checks before it runs and commits).
         with transaction.atomic():
             Session.objects.filter(pk=session_id).delete()
     except Exception:
@@ -473,7 +469,7 @@ def seat_update(session_id: str, seat_id: str, *, current_character_id: str) -> 
     from sessions.selectors import seat_bound_character_ids
 
     with transaction.atomic():
-        session = _session_locked(session_id)
+        session = session_locked(session_id)
         _check_not_deleting(session)
         if session.status not in (Session.STATUS_ACTIVE, Session.STATUS_PAUSED):
             raise SessionNotActive(session.status)
@@ -531,7 +527,7 @@ def messages_sync(session_id: str, messages: Any) -> int:
         parsed.append((message_id or f"msg-{uuid.uuid4()}", role, content, created_at,
                        turn_id if isinstance(turn_id, str) else "", metadata))
     with transaction.atomic():
-        session = _session_locked(session_id)
+        session = session_locked(session_id)
         session_check_active(session)
         wanted = [p[0] for p in parsed]
         existing = set(ChatMessage.objects.filter(session=session, message_id__in=wanted).values_list("message_id", flat=True))
@@ -609,38 +605,6 @@ def character_aliases_check(session: Session, data: dict[str, Any]) -> None:
             raise CharacterRejected(message=f"alias {alias!r} is already the name or an alias of {names[alias.casefold()]}")
 
 
-def character_upsert_commit(session_id: str, payload: Any) -> Character:
-    """POST /api/sessions/:id/characters: commit one ``character.upsert`` proposal through the turn
-    engine's applier (turns.engine.appliers), in one transaction under the session lock, with its
-    ``character.upserted`` event. 409 session_not_active unless active; 400 CharacterRejected when
-    the request is invalid or the proposal is refused (schema or applier). Nothing is written on error.
-    """
-    from turns.engine.appliers import CommitContext, ProposalRejected, appliers
-    from turns.engine.tools.proposals import CHARACTER_UPSERT, Proposal, ProposalInvalid, proposal_validate
-
-    data = character_payload_validate(payload)
-    proposal_payload = {k: v for k, v in data.items() if k != "createdAt"}
-    with transaction.atomic():
-        session = _session_locked(session_id)
-        session_check_active(session)
-        character_aliases_check(session, data)
-        proposal = Proposal(kind=CHARACTER_UPSERT, payload=proposal_payload, meta={"source": "api"})
-        try:
-            proposal.payload = proposal_validate(proposal)
-            context = CommitContext(session=session, turn_id="")
-            appliers()[CHARACTER_UPSERT](context, proposal)
-        except ProposalInvalid as exc:
-            raise CharacterRejected(message=str(exc)) from None
-        except ProposalRejected as exc:
-            raise CharacterRejected(message=exc.message, details={"code": exc.code}) from None
-        character = Character.objects.get(session=session, character_id=data["id"])
-        if "createdAt" in data and character.version == 1:
-            character.created_at = data["createdAt"]
-            character.save(update_fields=["created_at"])
-        session_events_append(session.id, context.events)
-    return character
-
-
 # ---------------------------------------------------------------------------------------------
 # Lorebook (player-owned writes; spec 004 §Lorebook)
 # ---------------------------------------------------------------------------------------------
@@ -693,7 +657,7 @@ def lorebook_create(session_id: str, payload: Any) -> LorebookEntry:
     """POST /lorebook: a new player-owned entry (409 lorebook_entry_exists when the player already has the id)."""
     data = lorebook_payload_validate(payload)
     with transaction.atomic():
-        session = _session_locked(session_id)
+        session = session_locked(session_id)
         _check_not_deleting(session)
         if LorebookEntry.objects.filter(session=session, owner=LorebookEntry.OWNER_PLAYER, plugin_id="",
                                         entry_id=data["entry_id"]).exists():
@@ -707,7 +671,7 @@ def lorebook_replace(session_id: str, entry_id: str, payload: Any) -> LorebookEn
     """PUT /lorebook/:entryId: replace the player's entry or create it with this id."""
     data = lorebook_payload_validate(payload, entry_id=entry_id)
     with transaction.atomic():
-        session = _session_locked(session_id)
+        session = session_locked(session_id)
         _check_not_deleting(session)
         entry = LorebookEntry.objects.filter(session=session, owner=LorebookEntry.OWNER_PLAYER, plugin_id="",
                                              entry_id=entry_id).first()
@@ -727,7 +691,7 @@ def lorebook_set_enabled(session_id: str, entry_id: str, enabled: Any) -> int:
     if not isinstance(enabled, bool):
         raise InvalidRequest(code="invalid_request_body", message="body must be { enabled: boolean }")
     with transaction.atomic():
-        session = _session_locked(session_id)
+        session = session_locked(session_id)
         _check_not_deleting(session)
         count = LorebookEntry.objects.filter(session=session, entry_id=entry_id).update(enabled=enabled, updated_at=timezone.now())
         if not count:
@@ -738,7 +702,7 @@ def lorebook_set_enabled(session_id: str, entry_id: str, enabled: Any) -> int:
 def lorebook_delete(session_id: str, entry_id: str) -> None:
     """DELETE /lorebook/:entryId: delete the player's entry (404 when the player has none)."""
     with transaction.atomic():
-        session = _session_locked(session_id)
+        session = session_locked(session_id)
         _check_not_deleting(session)
         deleted, _ = LorebookEntry.objects.filter(session=session, owner=LorebookEntry.OWNER_PLAYER, plugin_id="",
                                                   entry_id=entry_id).delete()
@@ -782,7 +746,7 @@ def session_plugin_set(session_id: str, plugin_id: str, *, is_enabled: bool) -> 
     if registry.get(plugin_id) is None:
         raise PluginNotFound(plugin_id)
     with transaction.atomic():
-        session = _session_locked(session_id)
+        session = session_locked(session_id)
         session_check_active(session)
         selection = dict((session.metadata or {}).get("pluginSelection") or {})
         requested = [p for p in selection.get("requested") or [] if p != plugin_id]

@@ -52,7 +52,7 @@ from plugins_app.validation import (
     PackageValidationReport,
     warning,
 )
-from sessions.worldpkg.yamlio import yaml_load
+from covel.yamlio import yaml_load
 from sessions.worldpkg.dimensions import (
     dimensions_validate,
     is_definition,

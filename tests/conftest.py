@@ -45,7 +45,7 @@ def _session_lock_connections_closed(django_db_setup, django_db_blocker):
     """The session-lock pool keeps PostgreSQL connections open; close them before the test
     database is dropped at the end of the run."""
     yield
-    from turns.locks import lock_connections_close
+    from sessions.locks import lock_connections_close
 
     lock_connections_close()
 

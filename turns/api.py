@@ -6,6 +6,7 @@ from django.http import StreamingHttpResponse
 from ninja import Router
 
 from covel.errors import ApiError
+from covel.headers import provider_keys_from_request
 from covel.jsonbody import json_body_load
 from sessions.auth import session_get_authorized
 from turns import control, errors, services
@@ -57,7 +58,7 @@ def post_action(request):
     """
     action = services.action_request_parse(_request_body(request))
     session = session_get_authorized(request, action.session_id)
-    provider_keys = control.provider_keys_from_request(request)
+    provider_keys = provider_keys_from_request(request)
     execution, _created = services.execution_request(session=session, request=action, provider_keys=provider_keys)
     response = StreamingHttpResponse(
         execution_stream(
@@ -66,6 +67,7 @@ def post_action(request):
             trace_id=execution.trace_id,
             session_id=execution.session_id,
             turn_id=execution.turn_id,
+            reap=services.execution_reap_one,
         ),
         content_type="text/event-stream; charset=utf-8",
     )

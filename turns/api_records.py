@@ -9,7 +9,7 @@ from django.http import HttpRequest
 from ninja import Router
 
 from sessions.api_scope import session_scope
-from sessions.catalog import plugin_registry
+from plugins_app.registry import plugin_registry
 from sessions.errors import InvalidRequest, OutputNotFound
 from turns import selectors_records as records
 

@@ -2,7 +2,7 @@
 ``X-Provider-Keys`` of an execution (spec 004 §回合中控制（W4）, §请求头（可选）, §官方网页版 API 密钥).
 
 Control channel. The worker running an execution subscribes to the bus channel
-``control:<execution_id>`` (``turns.eventbus``: in-process in the embedded shape, Redis pub/sub in
+``control:<execution_id>`` (``covel.eventbus``: in-process in the embedded shape, Redis pub/sub in
 the hosted one) from before it claims the row until the execution is finished
 (``ExecutionControl``). A web process that receives /abort or /steer publishes
 ``{"action": "abort"|"steer", "message"?, "replyTo": "control-reply:<nonce>"}`` there and waits up
@@ -60,7 +60,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from turns import eventbus
+from covel import eventbus
 from turns.engine.run import ABORTED_BY_PLAYER
 from turns.errors import STEER_CLOSED, NoActiveTurn, SteerClosed, TurnNotReachable
 
@@ -322,14 +322,6 @@ def turn_steer(session, message: str) -> dict[str, Any]:
 _memory_keys: dict[str, tuple[float, dict[str, str]]] = {}
 _memory_guard = threading.Lock()
 _redis_state: dict[str, Any] = {}
-
-
-def provider_keys_from_request(request) -> dict[str, str]:
-    """The ``X-Provider-Keys`` header decoded (base64 JSON ``{provider: key}``; empty when absent).
-    Raises 400 invalid_provider_keys when malformed (same parser as the AI endpoints)."""
-    from jobs.ai import provider_keys_from_request as parse
-
-    return parse(request)
 
 
 def _uses_memory() -> bool:

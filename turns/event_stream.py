@@ -3,7 +3,7 @@
 Shape of one web process:
 
 - One ``_Hub`` per event loop (daphne has one) holds one ``_Feed`` per watched session. A feed
-  subscribes once to the bus channel ``session:<id>`` (``turns.eventbus``: Redis pub/sub hosted,
+  subscribes once to the bus channel ``session:<id>`` (``covel.eventbus``: Redis pub/sub hosted,
   in-process embedded), and on every wake-up reads the new rows of the durable log
   (``turns.SessionEvent``) with ONE query, renders each frame once, and keeps the newest
   ``_BUFFER_MAX`` in memory. Subscribers are async generators parked on the feed's
@@ -41,7 +41,7 @@ from django.db import InterfaceError, OperationalError, connections
 from django.http import StreamingHttpResponse
 
 from covel.errors import ApiError
-from turns import eventbus
+from covel import eventbus
 from turns.events import (
     TOPIC_SYSTEM,
     TOPICS,

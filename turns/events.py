@@ -2,7 +2,7 @@
 
 Writers call ``session_events_append`` inside their transaction; rows get consecutive ``seq``
 numbers allocated from ``Session.event_seq`` under a row lock, and subscribers are woken through
-``turns.eventbus`` only after the transaction commits — so a subscriber never sees an event that
+``covel.eventbus`` only after the transaction commits — so a subscriber never sees an event that
 was rolled back, and a lost wake-up can delay but never drop an event (readers re-read the log).
 
 Cursors are ``<epoch>:<seq>`` (spec 004 §SSE 协议, SubscriptionEvent.id): ``epoch`` is the
@@ -104,7 +104,7 @@ def session_events_append(session_id: str, events: list[NewEvent], *, trace_id: 
     rows, last_seq = _append_rows(session_id, events)
 
     def _wake() -> None:
-        from turns import eventbus
+        from covel import eventbus
 
         try:
             eventbus.notify(session_id, last_seq)
@@ -123,7 +123,7 @@ def session_fanout_failed(session_id: str, seq: int, error: BaseException | str,
     a reset (they find it by polling the log) instead of a silent gap, and a ``commit.fanout.failed``
     trace row when ``trace_id`` is given. Wakes this process's readers directly. Never raises.
     """
-    from turns import eventbus
+    from covel import eventbus
     from turns.models import TraceEvent
 
     logger.error("commit.fanout.failed session=%s seq=%s: %s", session_id, seq, error)

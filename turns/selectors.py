@@ -29,7 +29,7 @@ def action_kinds_catalogue(session) -> ActionKindCatalogue:
     """The session's action-kind catalogue — the same one GET /api/sessions/:id/action-kinds
     serves (``sessions.selectors.action_kinds``), so validation and the input box never disagree
     (spec 004 §行动类型目录: 服务端校验行动时用的也是同一份目录)."""
-    from sessions.catalog import plugin_registry
+    from plugins_app.registry import plugin_registry
     from sessions.selectors import action_kinds
 
     wire = action_kinds(session, plugin_registry())

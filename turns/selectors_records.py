@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from sessions.errors import InvalidCursor
-from sessions.selectors import iso
+from covel.times import iso
 from turns.models import InteractionRecord, RuntimeOutput, TraceEvent, TurnResult
 
 TRACE_WINDOW_MAX = 5000

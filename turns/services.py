@@ -28,11 +28,14 @@ from django.utils import timezone
 from pydantic import ValidationError
 
 from covel.errors import SessionBusy
-from turns import control, errors, locks, selectors
+from covel.taskqueue import TASK_RUN_EXECUTION, task_send_on_commit
+from sessions import locks
+from turns import control, errors, selectors
 from turns.errors import ActionRejected, ExecutionRejected
 from turns.models import Execution, ExecutionFrame
 from turns.schemas import PAYLOAD_MODELS, ActionRequestIn
-from turns.sse import ExecutionSink, wire_timestamp
+from covel.times import wire_timestamp
+from turns.sse import ExecutionSink
 
 logger = logging.getLogger("covel.turns")
 
@@ -269,9 +272,7 @@ def execution_request(*, session, request: ActionRequest,
             )
             # Before the commit that enqueues the task, so the claiming worker finds them.
             control.provider_keys_put(str(execution.id), provider_keys or {})
-            from turns.tasks import run_execution
-
-            run_execution.delay_on_commit(str(execution.id))
+            task_send_on_commit(TASK_RUN_EXECUTION, str(execution.id))
     except IntegrityError:
         existing = Execution.objects.filter(session_id=session.pk, request_id=request.request_id).first()
         if existing is None:

@@ -22,13 +22,13 @@ import json
 import logging
 import threading
 import time
-from datetime import datetime, timezone
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError, connection, transaction
 
-from turns import eventbus
+from covel.times import wire_timestamp
+from covel import eventbus
 
 logger = logging.getLogger("covel.turns.sse")
 
@@ -55,12 +55,6 @@ FLUSH_NOW_TYPES: frozenset[str] = frozenset({
 def execution_channel(execution_id: str) -> str:
     """The bus channel of an execution's frames."""
     return f"execution:{execution_id}"
-
-
-def wire_timestamp(moment: datetime | None = None) -> str:
-    """ISO 8601 UTC with milliseconds and ``Z`` (the envelope ``timestamp``)."""
-    moment = moment or datetime.now(timezone.utc)
-    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class ExecutionSink:
@@ -280,16 +274,15 @@ def _frames_read(execution_id: str, after_index: int) -> list[dict[str, Any]]:
 
 async def execution_stream(
     *, execution_id: str, request_id: str, trace_id: str, session_id: str, turn_id: str = "",
-    keepalive_seconds: float = KEEPALIVE_SECONDS, poll_seconds: float = POLL_SECONDS,
+    reap: Callable[[str], Any], keepalive_seconds: float = KEEPALIVE_SECONDS, poll_seconds: float = POLL_SECONDS,
 ) -> AsyncIterator[str]:
     """Relay one execution's frames as SSE chunks until its final frame (see module docstring).
 
     Leaving early (client disconnect → the generator is closed) only stops the relay, never the
-    execution. Every ``STALE_CHECK_SECONDS`` without progress it asks ``execution_reap_one``
-    whether the worker died, which then writes the final frames itself.
+    execution. Every ``STALE_CHECK_SECONDS`` without progress it calls ``reap(execution_id)``
+    (``turns.services.execution_reap_one``: did the worker die?), which then writes the final
+    frames itself. The caller passes it so this relay stays below the services it serves.
     """
-    from turns.services import execution_reap_one
-
     relay = _Relay(request_id=request_id, trace_id=trace_id, session_id=session_id, turn_id=turn_id)
     loop = asyncio.get_running_loop()
     inbox: asyncio.Queue = asyncio.Queue()
@@ -336,7 +329,7 @@ async def execution_stream(
                 continue
             if now - last_progress >= STALE_CHECK_SECONDS:
                 last_progress = now
-                await sync_to_async(execution_reap_one)(execution_id)
+                await sync_to_async(reap)(execution_id)
             if now - last_output >= keepalive_seconds:
                 last_output = now
                 yield KEEPALIVE_CHUNK

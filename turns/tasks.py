@@ -3,10 +3,11 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from covel.taskqueue import TASK_RUN_EXECUTION
 from turns import services
 
 
-@shared_task(name="turns.run_execution", acks_late=True, ignore_result=True)
+@shared_task(name=TASK_RUN_EXECUTION, acks_late=True, ignore_result=True)
 def run_execution(execution_id: str) -> None:
     """Run one execution. Safe to deliver twice: the service claims the row and a second
     delivery finds it claimed and exits (spec 004 §Turn 执行; ARCHITECTURE step 3)."""

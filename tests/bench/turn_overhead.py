@@ -275,7 +275,7 @@ def run_shape(shape: str, turns: int, plugin_sets: tuple[str, ...] = PLUGIN_SETS
             _worker_stop(worker)
         from django.db import connections
 
-        from turns.locks import lock_connections_close
+        from sessions.locks import lock_connections_close
 
         lock_connections_close()
         connections.close_all()

@@ -144,7 +144,7 @@ def test_expired_lease_orphans_the_job_and_its_late_commit_is_discarded():
     job = job_make(session)
     claim = services.job_claim(str(job.id), lease_seconds=0.2)
     assert services.job_start(claim)
-    run = runtime_job_execute(str(job.id))
+    run = runtime_job_execute(job)
     time.sleep(0.4)
 
     # when the reaper runs
@@ -178,11 +178,11 @@ def test_commit_with_a_stale_fencing_token_is_discarded():
     job = job_make(session)
     claim_a = services.job_claim(str(job.id))
     assert services.job_start(claim_a)
-    run_a = runtime_job_execute(str(job.id))
+    run_a = runtime_job_execute(job)
     assert services.job_requeue(claim_a)
     claim_b = services.job_claim(str(job.id))
     assert claim_b.fencing_token == 2 and services.job_start(claim_b)
-    run_b = runtime_job_execute(str(job.id))
+    run_b = runtime_job_execute(job)
 
     # when A commits late, then B commits
     assert services.job_commit(claim_a, run_a) is None
@@ -233,7 +233,7 @@ def test_session_identity_changed_before_the_commit_makes_it_stale():
     job = job_make(session)
     claim = services.job_claim(str(job.id))
     assert services.job_start(claim)
-    run = runtime_job_execute(str(job.id))
+    run = runtime_job_execute(job)
     Session.objects.filter(pk=session.pk).update(incarnation="rotated")
     assert services.job_commit(claim, run) == "stale"
     claim.lease.release()
@@ -247,7 +247,7 @@ def test_cancelled_while_running_never_commits():
     job = job_make(session)
     claim = services.job_claim(str(job.id))
     assert services.job_start(claim)
-    run = runtime_job_execute(str(job.id))
+    run = runtime_job_execute(job)
     services.runtime_job_cancel(session_id=session.id, job_id=str(job.id))
     assert services.job_commit(claim, run) is None
     claim.lease.release()

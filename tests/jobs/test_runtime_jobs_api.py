@@ -11,7 +11,7 @@ from jobs.models import RuntimeJob
 from sessions.auth import token_hash
 from sessions.models import Session
 from tests.jobs.runtime_jobs_support import job_events, job_make, session_with_tally
-from turns.locks import session_lock
+from sessions.locks import session_lock
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 from media.models import MediaAsset
 from media.services import CLEANUP_LOCK_KEY
 from tests.sessions.support import OPERATOR_TOKEN, session_create
-from turns.locks import session_lock
+from sessions.locks import session_lock
 
 pytestmark = pytest.mark.django_db
 

@@ -315,7 +315,7 @@ def test_dimension_export_round_trips():
     world = world_package_load(FIXTURE_WORLDS / "emberback")
     text, content_type = dimensions_export(world.dimensions, "yaml")
     assert content_type == "application/yaml"
-    from sessions.worldpkg.yamlio import yaml_load
+    from covel.yamlio import yaml_load
     assert yaml_load(text) == world.dimensions
     text, content_type = dimensions_export(world.dimensions, "json")
     assert content_type == "application/json" and '"crownfire"' in text

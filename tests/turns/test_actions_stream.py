@@ -15,7 +15,7 @@ from covel import inprocess
 from tests.turns.test_actions_helpers import (
     action_body, post_action, session_make, sse_frames, stream_bytes, stream_read,
 )
-from turns.locks import session_lock
+from sessions.locks import session_lock
 from turns.models import Execution, ExecutionFrame
 
 pytestmark = pytest.mark.django_db(transaction=True)

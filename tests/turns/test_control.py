@@ -22,7 +22,7 @@ from covel import inprocess
 from sessions.models import ChatMessage, Session, TurnMessage
 from tests.turns.test_actions_helpers import action_body, post_action, session_make, stream_read
 from tests.turns.test_actions_worker import WORKER_START_SECONDS, celery_worker_process  # noqa: F401 (fixture)
-from turns.locks import session_lock
+from sessions.locks import session_lock
 from turns.models import Execution, ExecutionFrame, RuntimeOutput, TraceEvent, TurnResult
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,4 +1,4 @@
-"""The per-session event log and its wake-ups (turns.events, turns.eventbus)."""
+"""The per-session event log and its wake-ups (turns.events, covel.eventbus)."""
 from __future__ import annotations
 
 import threading
@@ -7,7 +7,7 @@ import pytest
 from django.db import transaction
 
 from tests.turns.events_support import append_events, make_session
-from turns import eventbus
+from covel import eventbus
 from turns.events import (
     EventCursor,
     NewEvent,

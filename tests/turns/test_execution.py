@@ -13,7 +13,7 @@ from django.utils import timezone
 from covel import inprocess
 from tests.turns.test_actions_helpers import action_body, post_action, session_make, stream_read
 from turns import services
-from turns.locks import session_lock
+from sessions.locks import session_lock
 from turns.models import Execution, ExecutionFrame
 from turns.tasks import reap_executions, run_execution
 

@@ -25,7 +25,8 @@ from typing import Any, Callable
 from django.db import IntegrityError, transaction
 
 from turns.engine import trace as T
-from turns.engine.appliers import CommitContext, ProposalRejected, appliers
+from turns.engine.appliers import appliers
+from turns.engine.appliers.base import CommitContext, ProposalRejected
 from turns.engine.appliers.plugin_data import plugin_data_forget, plugin_data_prefetch
 from turns.engine.appliers.interaction import interaction_record
 from turns.engine.runtime import STATUS_SUCCESS, RuntimeResult, TurnInfo

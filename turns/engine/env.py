@@ -17,7 +17,8 @@ from turns.engine.tools.context import CancelToken, DatasetDeclaration, EventTop
 from turns.engine.tools.definition import Tool, tool
 from turns.engine.tools.errors import ToolDefinitionError, ToolRegistrationError
 from turns.engine.tools.executor import ToolExecutor
-from turns.engine.tools.registry import ToolRegistry, default_registry
+from turns.engine.tools.builtin import default_registry
+from turns.engine.tools.registry import ToolRegistry
 from turns.engine.trace import Tracer
 
 logger = logging.getLogger(__name__)

@@ -10,8 +10,8 @@ interaction errors, session not active) emits a single ``error.occurred`` instea
 ``rejected=True``; nothing is written then. The engine never raises for a runtime failure.
 
 Detached runtimes (turns.engine.schedule) become runtime jobs: the turn's commit writes their
-RuntimeJob rows through ``jobs.services.runtime_jobs_enqueue`` in the same transaction. A job
-worker then calls ``runtime_job_execute(job_id)`` (runs the runtime with the job's frozen inputs
+RuntimeJob rows through the ``turns.engine.ports.runtime_jobs_stage`` port in the same transaction.
+A job worker then calls ``runtime_job_execute(job)`` (runs the runtime with the job's frozen inputs
 and settings; no lock, no commit) and, holding the session lock, ``runtime_job_commit(run,
 in_transaction=hook)`` (one transaction; the hook checks the job's fencing token).
 
@@ -32,7 +32,7 @@ from typing import Any
 
 from django.conf import settings
 
-from turns.engine import trace as T
+from turns.engine import ports, trace as T
 from turns.engine.commit import CommitFailed, CommitPlan, PlayerInput, turn_commit, turn_failure_record
 from turns.engine.env import ExecutionEnv, tools_for_registry
 from turns.engine.interactions import answers_resolve
@@ -137,7 +137,7 @@ def execution_run(
     (turns.engine.steer) also carries /steer messages into the story runtime's next model call;
     a plain CancelToken disables steering.
     plugin_registry / model_router: injectable for tests and embedding hosts; default to the
-    process registry (sessions.catalog.plugin_registry) and COVEL_HOME/llm.toml.
+    process registry (plugins_app.registry.plugin_registry) and COVEL_HOME/llm.toml.
     Preconditions: the caller holds the session lock for the whole call.
     """
     from sessions.models import Session
@@ -151,7 +151,7 @@ def execution_run(
     if session.status != Session.STATUS_ACTIVE:
         return _reject(sink, "session_not_active", f"Session is {session.status}")
     if plugin_registry is None:
-        from sessions.catalog import plugin_registry as registry_default
+        from plugins_app.registry import plugin_registry as registry_default
 
         plugin_registry = registry_default()
     if model_router is None:
@@ -444,9 +444,7 @@ def _steer_messages_hook(turn_id: str, applied: list[AppliedSteer]):
 
 def _jobs_enqueue_hook(jobs: list[dict[str, Any]]):
     def hook(session) -> list:
-        from jobs.services import runtime_jobs_enqueue
-
-        return runtime_jobs_enqueue(session=session, jobs=jobs)
+        return ports.runtime_jobs_stage(session=session, jobs=jobs)
 
     return hook
 
@@ -475,29 +473,30 @@ class RuntimeJobRun:
 
 
 def runtime_job_execute(
-    job_id: str,
+    job: Any,
     *,
     sink: T.EventSink | None = None,
     cancel: CancelToken | None = None,
     plugin_registry: Any = None,
     model_router: ModelRouter | None = None,
 ) -> RuntimeJobRun:
-    """Run the runtime of one claimed runtime job (``jobs.models.RuntimeJob``) without the session
+    """Run the runtime of one claimed runtime job without the session
     lock and without committing: a new background turn (``kind`` main, origin ``detached``, the
     source turn's logical turn and player message), the job payload's frozen ``inputs``,
     ``userSettings`` and ``model``, against the committed session state. Frames go to ``sink``
     (default: kept in memory); trace rows are written by the commit.
+    job: the job row (``pk``, ``session_id``, ``plugin_id``, ``runtime_id``, ``payload``: frozen
+    ``inputs``, ``userSettings``, ``model``, ``origin``, ``playerMessage``, ``logicalTurn``).
     Raises RuntimeJobRejected when the plugin or runtime is no longer active in the session.
     Never raises for a runtime failure (``run.result.status`` is ``failed``).
     """
-    from jobs.models import RuntimeJob
     from sessions.models import Session
 
-    job = RuntimeJob.objects.get(pk=job_id)
+    job_id = str(job.pk)
     payload = dict(job.payload or {})
     session = Session.objects.get(pk=job.session_id)
     if plugin_registry is None:
-        from sessions.catalog import plugin_registry as registry_default
+        from plugins_app.registry import plugin_registry as registry_default
 
         plugin_registry = registry_default()
     if model_router is None:

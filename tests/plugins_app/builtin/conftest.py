@@ -12,7 +12,8 @@ from plugins_app.registry import PluginRegistry, registry_build
 from turns.engine.tools.context import InMemoryStateView, ToolContext
 from turns.engine.tools.definition import Tool
 from turns.engine.tools.executor import ToolCall, ToolCallOutcome, ToolExecutor
-from turns.engine.tools.registry import ToolRegistry, default_registry
+from turns.engine.tools.builtin import default_registry
+from turns.engine.tools.registry import ToolRegistry
 
 
 @pytest.fixture(scope="session")

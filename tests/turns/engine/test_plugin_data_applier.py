@@ -5,7 +5,8 @@ from django.db import transaction
 
 from plugins_app.models import PluginData
 from tests.turns.engine.support import session_create
-from turns.engine.appliers import CommitContext, ProposalRejected, appliers
+from turns.engine.appliers import appliers
+from turns.engine.appliers.base import CommitContext, ProposalRejected
 from turns.engine.appliers.plugin_data import plugin_data_forget, plugin_data_prefetch
 from turns.engine.tools.proposals import Proposal
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 
 from sessions.models import Character, CharacterSchema
-from turns.engine.appliers import CommitContext, ProposalRejected
+from turns.engine.appliers.base import CommitContext, ProposalRejected
 from turns.engine.tools.proposals import Proposal
 
 CHARACTER_UPSERTED = "character.upserted"

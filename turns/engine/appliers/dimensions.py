@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 
 from sessions.models import DimensionValue
-from turns.engine.appliers import CommitContext, ProposalRejected
+from turns.engine.appliers.base import CommitContext, ProposalRejected
 from turns.engine.tools.proposals import Proposal
 
 DIMENSIONS_CHANGED = "dimensions.changed"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from turns.engine.appliers import CommitContext, ProposalRejected
+from turns.engine.appliers.base import CommitContext, ProposalRejected
 from turns.engine.tools.proposals import Proposal
 
 EVENT_EMITTED = "event.emitted"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from turns.engine.appliers import CommitContext
+from turns.engine.appliers.base import CommitContext
 from turns.engine.tools.proposals import Proposal
 from turns.models import InteractionRecord
 

@@ -4,7 +4,7 @@ the owner is fixed to {kind: plugin, pluginId}; a plugin never writes world/play
 from __future__ import annotations
 
 from sessions.models import LorebookEntry
-from turns.engine.appliers import CommitContext, ProposalRejected
+from turns.engine.appliers.base import CommitContext, ProposalRejected
 from turns.engine.tools.proposals import Proposal
 
 LOREBOOK_CHANGED = "lorebook.changed"

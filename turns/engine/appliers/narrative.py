@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from sessions.models import ChatMessage, TurnMessage
-from turns.engine.appliers import CommitContext
+from turns.engine.appliers.base import CommitContext
 from turns.engine.tools.proposals import Proposal
 
 

@@ -20,7 +20,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from plugins_app.models import PLUGIN_DATA_VALUE_MAX_BYTES, PluginData
-from turns.engine.appliers import CommitContext, ProposalRejected
+from turns.engine.appliers.base import CommitContext, ProposalRejected
 from turns.engine.tools.dataops import DataOpError, apply_data_ops
 from turns.engine.tools.proposals import Proposal
 

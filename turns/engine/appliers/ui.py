@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 
 from sessions.models import ChatMessage
-from turns.engine.appliers import CommitContext
+from turns.engine.appliers.base import CommitContext
 from turns.engine.tools.proposals import Proposal
 
 UI_RENDERED = "ui.rendered"

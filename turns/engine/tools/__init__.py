@@ -21,7 +21,8 @@ from turns.engine.tools.definition import Tool, ToolAnnotations, ToolResult, too
 from turns.engine.tools.errors import TOOL_ERROR_CODES, ToolDefinitionError, ToolError, ToolRegistrationError
 from turns.engine.tools.executor import ApprovalRule, ToolCall, ToolCallOutcome, ToolExecutor
 from turns.engine.tools.proposals import PROPOSAL_KINDS, Proposal, ProposalInvalid, proposal_validate
-from turns.engine.tools.registry import FRAMEWORK_TOOL_NAMES, ToolRegistry, default_registry
+from turns.engine.tools.builtin import default_registry
+from turns.engine.tools.registry import FRAMEWORK_TOOL_NAMES, ToolRegistry
 
 __all__ = [
     "ApprovalRule",

@@ -115,13 +115,3 @@ class ToolRegistry:
     def plugin_tool_names(self, plugin_id: str) -> frozenset[str]:
         with self._lock:
             return frozenset(self._plugins.get(plugin_id, {}))
-
-
-def default_registry() -> ToolRegistry:
-    """A registry with every builtin tool of this package registered (see builtin/__init__)."""
-    from turns.engine.tools.builtin import builtin_tools
-
-    registry = ToolRegistry()
-    for builtin in builtin_tools():
-        registry.register_builtin(builtin)
-    return registry

@@ -19,6 +19,7 @@ from turns.engine.tools.builtin import (
     world_dimension,
 )
 from turns.engine.tools.definition import Tool
+from turns.engine.tools.registry import ToolRegistry
 
 
 def builtin_tools() -> list[Tool]:
@@ -38,3 +39,11 @@ def builtin_tools() -> list[Tool]:
         runtime_done.build(),
         memory_search.build(),
     ]
+
+
+def default_registry() -> ToolRegistry:
+    """A registry with every builtin tool of this package registered."""
+    registry = ToolRegistry()
+    for builtin in builtin_tools():
+        registry.register_builtin(builtin)
+    return registry

@@ -1,13 +1,13 @@
 """Configuration endpoints (spec 004 "Personal configuration API" and 配置信息): model slots,
 presets, provider keys, deployment info, server settings and llm.toml as text. One ninja Router,
-mounted at /api/ by covel.api; the logic lives in covel.config_services."""
+mounted at /api/ by covel.api; the logic lives in jobs.config_services."""
 from __future__ import annotations
 
 from ninja import Router
 
-from covel import config_services as services
+from jobs import config_services as services
 from sessions.api_scope import request_json
-from sessions.auth import require_operator
+from covel.auth import require_operator
 
 router = Router(tags=["config"])
 

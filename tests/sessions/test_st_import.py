@@ -12,7 +12,7 @@ import pytest
 import yaml
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from plugins_app import st_import
+from sessions import st_import
 from plugins_app.errors import StImportError
 from plugins_app.registry import registry_reset
 from sessions.world_packages import world_package_load
@@ -199,7 +199,7 @@ def test_id_exhaustion_is_409(client, home):
 
 
 def st_import_candidates() -> int:
-    from plugins_app.install import ID_CANDIDATES
+    from sessions.world_install import ID_CANDIDATES
 
     return ID_CANDIDATES
 

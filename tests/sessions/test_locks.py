@@ -8,7 +8,7 @@ import time
 import pytest
 
 from covel.errors import SessionBusy
-from turns.locks import PROBE_FREE, PROBE_HELD, session_lock, session_lock_key, session_lock_probe
+from sessions.locks import PROBE_FREE, PROBE_HELD, session_lock, session_lock_key, session_lock_probe
 
 pytestmark = pytest.mark.django_db
 

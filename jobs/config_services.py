@@ -26,7 +26,7 @@ from django.db import transaction
 
 from covel.errors import ApiError
 from sessions import world_packages as wp
-from sessions.auth import is_operator, owner_checks_enabled
+from covel.auth import is_operator, owner_checks_enabled
 from turns.engine.providers import config as llm
 from turns.engine.providers.config import provider_base_url_valid
 
@@ -448,7 +448,7 @@ def raw_files_authorize(request) -> None:
     """The install endpoints' gate (spec 004): 401 operator_token_required in demo/commercial
     without the operator token; 401 unauthorized in the self tier when COVEL_DESKTOP_REST_TOKEN is
     set and not presented; 403 install_api_disabled when COVEL_INSTALL_API_ENABLED is off."""
-    from sessions.auth import require_operator
+    from covel.auth import require_operator
 
     require_operator(request)
     if settings.COVEL_OPERATOR_TOKEN and not is_operator(request):

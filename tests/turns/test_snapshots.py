@@ -8,9 +8,9 @@ from django.test import override_settings
 
 from plugins_app.models import PluginData
 from sessions.models import Character, ChatMessage, DimensionValue, Session, Snapshot, TurnMessage, World
-from sessions.snapshots import fork_rate_limiter
-from tests.sessions.support import OPERATOR_TOKEN, session_create
-from turns.locks import session_lock
+from turns.snapshots import fork_rate_limiter
+from tests.sessions.support import OPERATOR_TOKEN, catalog, demo_tier, session, session_create  # noqa: F401
+from sessions.locks import session_lock
 from turns.models import SessionEvent, Suspension
 
 pytestmark = pytest.mark.django_db
@@ -313,7 +313,7 @@ def test_fork_of_a_fork_snapshot_chains(client, session):
 
 
 def test_fork_service_without_snapshot_copies_the_current_state(client, session):
-    from sessions.snapshots import session_fork
+    from turns.snapshots import session_fork
 
     sid = session["id"]
     client.post(f"/api/sessions/{sid}/characters", {"id": "late", "name": "Latecomer"}, content_type=JSON)

@@ -17,7 +17,7 @@ fork copies it. Private fields (owner hash, incarnation, deletion lease, event e
 captured. Reads go through ``snapshot_out`` (the player-visible view): kernel plugin-data namespaces,
 suspension continuations and dimension rules are filtered out; forks and restores read the store.
 
-Every write here takes the session's execution lock (``turns.locks.session_lock``; 503 session_busy
+Every write here takes the session's execution lock (``sessions.locks.session_lock``; 503 session_busy
 when not acquired in time) and runs in one transaction, so a snapshot never sees half a turn and an
 error leaves nothing half-written.
 """
@@ -50,9 +50,10 @@ from sessions.models import (
     Snapshot,
     TurnMessage,
 )
-from sessions.selectors import cursor_decode, cursor_encode, iso
+from covel.times import iso
+from sessions.selectors import cursor_decode, cursor_encode
 from turns.events import NewEvent, session_events_append
-from turns.locks import session_lock
+from sessions.locks import session_lock
 from turns.models import Suspension, TurnResult
 
 logger = logging.getLogger("covel.snapshots")
@@ -540,7 +541,7 @@ def _world_check(world_id: str) -> None:
 
 def _dimension_binding_check(state: dict[str, Any], payload: dict[str, Any]) -> None:
     """A provider the child cannot enable: 409 when the payload has its dimension data, else drop the binding."""
-    from sessions.catalog import plugin_registry
+    from plugins_app.registry import plugin_registry
 
     provider = state.get("dimensionProviderPluginId")
     if not provider:

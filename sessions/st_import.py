@@ -1,5 +1,5 @@
 """SillyTavern import: character cards and World Info → one Covel world package (spec 004
-POST /api/install/st-import). Pure conversion; writing and activation live in plugins_app/install.py.
+POST /api/install/st-import). Pure conversion; writing and activation live in sessions/world_install.py.
 
 Inputs (recognised by content, never by file name or MIME type):
 - character cards as JSON: V2/V3 (`spec: chara_card_v2|chara_card_v3`, fields under `data`), V1

@@ -11,12 +11,12 @@ from ninja import Router
 
 from covel.errors import ApiError, Forbidden
 from plugins_app import selectors_plugin_data as selectors
-from plugins_app import services_plugin_data as services
+from plugins_app.errors import PluginNotFound
+from plugins_app.registry import plugin_registry
 from sessions.api_scope import request_json, session_scope
-from sessions.catalog import plugin_registry
-from sessions.errors import PluginNotFound
 from sessions.selectors import runnable_plugins
 from sessions.services import session_check_active
+from turns import services_plugin_data as services
 
 router = Router(tags=["plugin-data"])
 

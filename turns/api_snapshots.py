@@ -1,5 +1,5 @@
 """Snapshot and fork endpoints (spec 004 §Snapshot / Fork). Thin: authorize, parse, delegate to
-sessions/snapshots.py.
+turns/snapshots.py.
 
 Routes: POST/GET /sessions/:id/snapshots, GET/DELETE /sessions/:id/snapshots/:snapshotId,
 POST /sessions/:id/snapshots/:snapshotId/restore (restore is this server's addition; the spec's
@@ -12,9 +12,9 @@ from ninja import Router
 from ninja.responses import Status
 
 from covel.errors import error_response
-from sessions import snapshots
+from turns import snapshots
 from sessions.api_scope import request_json, session_scope
-from sessions.auth import require_operator
+from covel.auth import require_operator
 from sessions.errors import InvalidRequest
 
 router = Router(tags=["snapshots"])

@@ -1,0 +1,48 @@
+"""Deployment tiers and the operator token (spec 004 §鉴权).
+
+Tier ``self`` checks nothing (loopback bind + Host check protect it). Tiers ``demo``/``commercial``
+require the operator token (``COVEL_DESKTOP_REST_TOKEN``) on operator routes, sent as
+``Authorization: Bearer``, ``X-Session-Token`` or ``?session_token=``. Session owner tokens are
+checked in ``sessions.auth``; this module is the part every app may use.
+"""
+from __future__ import annotations
+
+import hmac
+
+from django.conf import settings
+
+from covel.errors import Unauthorized
+
+
+def owner_checks_enabled() -> bool:
+    """True in the tiers that enforce owner tokens (demo, commercial)."""
+    return settings.DEPLOYMENT_TIER in ("demo", "commercial")
+
+
+def request_tokens(request) -> list[str]:
+    """Every token the request presents: Bearer header, X-Session-Token, ?session_token= (in that order)."""
+    tokens: list[str] = []
+    auth = request.headers.get("Authorization", "")
+    if auth[:7].lower() == "bearer " and auth[7:].strip():
+        tokens.append(auth[7:].strip())
+    header = request.headers.get("X-Session-Token", "").strip()
+    if header:
+        tokens.append(header)
+    query = request.GET.get("session_token", "").strip()
+    if query:
+        tokens.append(query)
+    return tokens
+
+
+def is_operator(request) -> bool:
+    """True when the request carries the configured operator token."""
+    expected = settings.COVEL_OPERATOR_TOKEN
+    if not expected:
+        return False
+    return any(hmac.compare_digest(t.encode(), expected.encode()) for t in request_tokens(request))
+
+
+def require_operator(request) -> None:
+    """In hosted tiers, raise 401 operator_token_required unless the operator token is presented."""
+    if owner_checks_enabled() and not is_operator(request):
+        raise Unauthorized(code="operator_token_required", message="Operator token required")

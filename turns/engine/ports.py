@@ -1,0 +1,34 @@
+"""What the turn engine needs from outside the engine, as small ports the layers above fill in.
+
+The engine is a library (STYLE.md, ``.importlinter``): it knows no job queue, web or channel
+framework. Where a turn's commit must reach one, it calls a port:
+
+- ``runtime_jobs_stage(session, jobs) -> [NewEvent]``: write the RuntimeJob rows of a turn's
+  detached runtimes inside the commit transaction and schedule their tasks after it commits
+  (spec 004 §Staged Runtime 后台作业). The ``jobs`` app installs it in ``JobsConfig.ready``
+  (``jobs.services.runtime_jobs_enqueue``); a caller may pass its own to ``execution_run``.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+RuntimeJobsStage = Callable[..., list]  # (*, session, jobs: [{jobId, pluginId, runtimeId, payload}]) -> [NewEvent]
+
+_runtime_jobs_stage: RuntimeJobsStage | None = None
+
+
+class PortMissing(RuntimeError):
+    """A turn needed a port no installed app provides (e.g. ``jobs`` missing from INSTALLED_APPS)."""
+
+
+def runtime_jobs_stage_install(stage: RuntimeJobsStage) -> None:
+    """Install the process-wide runtime-jobs port (called once at app start-up)."""
+    global _runtime_jobs_stage
+    _runtime_jobs_stage = stage
+
+
+def runtime_jobs_stage(*, session: Any, jobs: list[dict[str, Any]]) -> list:
+    """Stage runtime jobs through the installed port. Raises PortMissing when none is installed."""
+    if _runtime_jobs_stage is None:
+        raise PortMissing("no runtime job store is installed: add the jobs app to INSTALLED_APPS")
+    return _runtime_jobs_stage(session=session, jobs=jobs)
