@@ -26,11 +26,8 @@ A JavaScript function handler in an otherwise loadable plugin disables only that
 
 from __future__ import annotations
 
-import importlib.util
 import logging
-import sys
 import threading
-import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -46,6 +43,7 @@ from plugins_app.manifests import (
     runtime_handler_language,
     text_languages,
 )
+from plugins_app.toolkit.modules import module_load_by_path
 from plugins_app.validation import Issue, error
 
 logger = logging.getLogger(__name__)
@@ -286,45 +284,6 @@ class PluginRegistry:
         return [r.registrations.services[contract] for r in self.loaded() if contract in r.registrations.services]
 
 
-def _module_name(plugin_id: str) -> str:
-    return "covel_plugin_" + plugin_id.replace("-", "_")
-
-
-def module_load_by_path(root: Path, plugin_id: str, relpath: str) -> types.ModuleType:
-    """Import `root/relpath` as `covel_plugin_<id>.<dotted path>` with synthetic parent packages.
-
-    The module is (re)executed on every call; callers own caching. Raises whatever the module's
-    import raises (ImportError, SyntaxError, ...).
-    """
-    base = _module_name(plugin_id)
-    parts = Path(relpath).with_suffix("").parts
-    parts = tuple(p for p in parts if p not in (".", ""))
-    package_dir = root
-    package_name = base
-    for index in range(len(parts)):
-        if package_name not in sys.modules or getattr(sys.modules[package_name], "__path__", None) != [str(package_dir)]:
-            pkg = types.ModuleType(package_name)
-            pkg.__path__ = [str(package_dir)]  # type: ignore[attr-defined]
-            pkg.__package__ = package_name
-            sys.modules[package_name] = pkg
-        if index == len(parts) - 1:
-            break
-        package_dir = package_dir / parts[index]
-        package_name = f"{package_name}.{parts[index]}"
-    module_name = f"{base}.{'.'.join(parts)}"
-    spec = importlib.util.spec_from_file_location(module_name, root / relpath)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {relpath}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(module_name, None)
-        raise
-    return module
-
-
 def _entry_register(manifest: PluginManifest) -> tuple[Registrations | None, list[Issue]]:
     """Run a Python entry's register(api); return (registrations or None, issues)."""
     entry = manifest.entry or ""
@@ -466,5 +425,5 @@ def registry_reset() -> None:
 __all__ = [
     "HOST_DISCOVERED", "HOST_ERROR", "HOST_INSTALLED", "HOST_LOADED", "PluginRecord", "PluginRegistrationApi",
     "PluginRegistry", "Registration", "RegistrationError", "Registrations", "SOURCE_BUILTIN",
-    "module_load_by_path", "plugin_record_build", "plugin_registry", "registry_build", "registry_get", "registry_reset",
+    "plugin_record_build", "plugin_registry", "registry_build", "registry_get", "registry_reset",
 ]

@@ -9,7 +9,10 @@ inside that file (`contributes.tools.2`, `schedule.trigger.type`).
 
 from __future__ import annotations
 
+import functools
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable, Literal, Sequence
 
 Severity = Literal["error", "warning", "info"]
@@ -212,3 +215,301 @@ def package_root_find(extracted: "Path", marker: str) -> "Path | None":
     if len(children) == 1 and children[0].is_dir() and (children[0] / marker).is_file():
         return children[0]
     return None
+
+
+# --------------------------------------------------------------------------------------------
+# Manifests checked against the published JSON Schemas (GET /api/framework/schemas/{name})
+# --------------------------------------------------------------------------------------------
+#
+# plugins_app/schemas/ holds plugin.json (PLUGIN.md frontmatter), runtime.json (RUNTIME.md
+# frontmatter) and world.json (world.yaml and the world data descriptor), Draft 2020-12. The
+# loaders validate with them and turn each jsonschema error into an Issue, so what an editor
+# flags and what the server reports come from one source:
+#
+#   additionalProperties: false → warning unknown-field, one per extra key (never fatal)
+#   required                    → error missing-field at the missing key
+#   anything else               → error invalid-field (type, enum, const, pattern, anyOf, ...)
+#
+# Where an issue is reported: a named property is a field; so is an item of a list (`.0`) or an
+# entry of a map whose schema has a `title` (records such as a command or a source). An item of
+# an untitled list (a list of strings) is reported once, on the list itself. A value matching no
+# branch of an `anyOf` is one issue at its path; when exactly one branch has the value's JSON type
+# and that branch is a record (`properties`), the record's own issues are reported instead (a
+# `{name}` tool choice missing `name` is missing-field at `...toolChoice.name`). Issues come in
+# document order, missing fields after the fields an object has.
+
+SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
+SCHEMA_NAMES = ("plugin.json", "runtime.json", "world.json")
+SCHEMA_BASE = "/api/framework/schemas/"  # every schema's $id is SCHEMA_BASE + name
+
+
+def schema_path(name: str) -> Path:
+    """File of a published schema. Raises KeyError for a name not in SCHEMA_NAMES (never a path
+    built from the name, so a request cannot reach other files)."""
+    if name not in SCHEMA_NAMES:
+        raise KeyError(name)
+    return SCHEMA_DIR / name
+
+
+@functools.lru_cache(maxsize=None)
+def schema_bytes(name: str) -> bytes:
+    """The schema file as served (bytes, read once). Raises KeyError for an unknown name."""
+    return schema_path(name).read_bytes()
+
+
+@functools.lru_cache(maxsize=None)
+def schema_document(name: str) -> dict[str, Any]:
+    """Parsed schema `name` ("plugin.json", ...). Raises KeyError for an unknown name."""
+    return json.loads(schema_bytes(name))
+
+
+@functools.lru_cache(maxsize=1)
+def _schema_registry() -> Any:
+    from referencing import Registry
+    from referencing.jsonschema import DRAFT202012
+
+    # Registered without `$schema`: jsonschema picks the validator class of a referenced document
+    # from its `$schema`, which would drop the integer rule below for everything behind a $ref.
+    return Registry().with_resources(
+        (SCHEMA_BASE + name, DRAFT202012.create_resource({k: v for k, v in schema_document(name).items() if k != "$schema"}))
+        for name in SCHEMA_NAMES
+    )
+
+
+def _integer(checker: Any, value: Any) -> bool:
+    # JSON Schema counts 2.0 as an integer; the manifest readers (and the old checker) do not, so a
+    # `maxSteps: 2.0` would pass validation and then be dropped silently.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@functools.lru_cache(maxsize=1)
+def _validator_class() -> Any:
+    from jsonschema import Draft202012Validator, validators
+
+    return validators.extend(
+        Draft202012Validator, type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _integer)
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def schema_validator(ref: str) -> Any:
+    """A Draft 2020-12 validator for `ref`: a schema name, optionally with a JSON pointer
+    fragment ("world.json#/$defs/worldData"). Raises KeyError for an unknown schema name."""
+    name = ref.split("#", 1)[0]
+    schema_path(name)
+    return _validator_class()({"$ref": SCHEMA_BASE + ref}, registry=_schema_registry())
+
+
+def schema_issues(instance: Any, ref: str, *, file: str | None, prefix: str = "") -> list[Issue]:
+    """Validate `instance` against schema `ref` (see schema_validator) and map the errors to
+    issues (rules above). file: the package-relative file the issues name; prefix: dotted path
+    the instance sits at in that file ("" for a whole document, "characterSchema" for a part)."""
+    validator = schema_validator(ref)
+    mapped: list[tuple[tuple, Issue]] = []
+    for err in validator.iter_errors(instance):
+        _error_map(validator, err, instance, file, prefix, mapped)
+    mapped.sort(key=lambda pair: pair[0])
+    seen: set[tuple[str | None, str]] = set()
+    out: list[Issue] = []
+    for _position, issue in mapped:
+        if (issue.field, issue.code) not in seen:
+            seen.add((issue.field, issue.code))
+            out.append(issue)
+    return out
+
+
+# Keywords whose value is one subschema applying to a part of the instance (the next path
+# step), and those holding named / numbered subschemas.
+_INSTANCE_STEPS = {"items": "item", "additionalProperties": "entry", "unevaluatedItems": "item", "unevaluatedProperties": "entry"}
+_NAMED = ("properties", "patternProperties", "$defs", "dependentSchemas")
+_NUMBERED = ("anyOf", "oneOf", "allOf", "prefixItems")
+_IN_PLACE = ("not", "if", "then", "else", "contains", "propertyNames")
+
+
+class _Located:
+    """Where an error sits in the schemas: the node holding the failing keyword (with the
+    resolver for its `$ref`s) and, per instance path step, how it was entered."""
+
+    def __init__(self, validator: Any, err: Any) -> None:
+        resolver = _schema_registry().resolver()
+        node: Any = validator.schema
+        self.steps: list[tuple[str, Any, Any]] = []  # (property|item|entry, subschema, resolver)
+        tokens = list(err.absolute_schema_path)
+        index = 0
+        while index < len(tokens):
+            token = tokens[index]
+            # jsonschema follows $ref without recording it in the path: follow it here when the
+            # keyword is not the node's own.
+            while isinstance(node, dict) and "$ref" in node and (isinstance(token, int) or token not in node):
+                resolved = resolver.lookup(node["$ref"])
+                node, resolver = resolved.contents, resolved.resolver
+            last = index == len(tokens) - 1
+            if token in _NAMED and not last:
+                node = node[token][tokens[index + 1]]
+                if token in ("properties", "patternProperties"):
+                    self.steps.append(("property", node, resolver))
+                index += 2
+            elif token in _NUMBERED and not last and isinstance(tokens[index + 1], int):
+                node = node[token][tokens[index + 1]]
+                if token == "prefixItems":
+                    self.steps.append(("item", node, resolver))
+                index += 2
+            elif (token in _INSTANCE_STEPS or token in _IN_PLACE) and not last and isinstance(node.get(token), dict):
+                node = node[token]
+                if token in _INSTANCE_STEPS:
+                    self.steps.append((_INSTANCE_STEPS[token], node, resolver))
+                index += 1
+            else:
+                break
+        self.node, self.resolver = node, resolver
+        self.root_resolver = _schema_registry().resolver()
+
+    def reported_depth(self, path_length: int) -> int:
+        """How many instance path steps the issue keeps: up to the first untitled item/entry."""
+        if len(self.steps) != path_length:
+            return path_length  # a schema shape this walk does not know: keep the full path
+        for depth, (via, node, resolver) in enumerate(self.steps):
+            if via != "property" and "title" not in _deref(node, resolver, stop_at_title=True)[0]:
+                return depth
+        return path_length
+
+
+def _deref(node: Any, resolver: Any, *, stop_at_title: bool = False) -> tuple[Any, Any]:
+    while isinstance(node, dict) and "$ref" in node and not (stop_at_title and "title" in node):
+        resolved = resolver.lookup(node["$ref"])
+        node, resolver = resolved.contents, resolved.resolver
+    return node, resolver
+
+
+_JSON_NAMES = {"string": "string", "integer": "integer", "number": "number", "boolean": "boolean",
+               "null": "null", "object": "object", "array": "list"}
+
+
+def _describe(node: Any, resolver: Any) -> str:
+    """Human name of what a schema accepts: "string", "list of strings", "string or locale map"."""
+    node, resolver = _deref(node, resolver)
+    if not isinstance(node, dict):
+        return "value"
+    for union in ("anyOf", "oneOf"):
+        if union in node:
+            names = list(dict.fromkeys(_describe(branch, resolver) for branch in node[union]))
+            return " or ".join(names)
+    if "enum" in node:
+        return "one of " + ", ".join(map(str, node["enum"]))
+    types = node.get("type")
+    if types is None:
+        return "value"
+    names = []
+    for name in types if isinstance(types, list) else [types]:
+        if name == "object" and isinstance(node.get("additionalProperties"), dict) and node["additionalProperties"].get("type") == "string":
+            names.append("locale map")
+        elif name == "array" and isinstance(node.get("items"), dict) and node["items"].get("type") == "string":
+            names.append("list of strings")
+        else:
+            names.append(_JSON_NAMES.get(name, name))
+    return " or ".join(names)
+
+
+def _got(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "boolean", str: "string", int: "int", float: "float", list: "list", dict: "object"}.get(type(value), type(value).__name__)
+
+
+def _message(err: Any, located: _Located) -> str:
+    keyword, node = err.validator, located.node
+    if keyword == "type":
+        return f"expected {_describe(node, located.resolver)}, got {_got(err.instance)}"
+    if keyword == "enum":
+        return f"must be one of {', '.join(map(str, err.validator_value))}; got {err.instance!r}"
+    if keyword == "const":
+        return f"must be {err.validator_value!r}; got {err.instance!r}"
+    if keyword == "pattern":
+        return f"{err.instance!r} does not match {err.validator_value}"
+    if keyword in ("anyOf", "oneOf"):
+        return f"expected {_describe(node, located.resolver)}, got {_got(err.instance)}"
+    if keyword == "minProperties" and err.validator_value == 1:
+        return "must not be empty"
+    if keyword == "not" and isinstance(err.validator_value, dict) and "const" in err.validator_value:
+        return f"{err.validator_value['const']!r} is not allowed"
+    return err.message
+
+
+def _dotted(prefix: str, path: Sequence[Any]) -> str | None:
+    parts = [prefix] if prefix else []
+    parts += [str(step) for step in path]
+    return ".".join(parts) or None
+
+
+def _position(root: Any, path: Sequence[Any], *, missing_rank: int | None = None) -> tuple:
+    """Document order of `path` in `root`; a missing key (missing_rank = its place in
+    `required`) sorts after every key its object has."""
+    out: list[int] = []
+    node = root
+    for depth, step in enumerate(path):
+        if isinstance(node, dict):
+            keys = list(node)
+            if step in node:
+                out.append(keys.index(step))
+                node = node[step]
+            else:
+                out.append(len(keys) + (missing_rank or 0) if depth == len(path) - 1 else len(keys))
+                node = None
+        elif isinstance(node, list) and isinstance(step, int) and 0 <= step < len(node):
+            out.append(step)
+            node = node[step]
+        else:
+            out.append(0)
+            node = None
+    return tuple(out)
+
+
+def _branch_matches(validator: Any, node: Any, resolver: Any, value: Any) -> tuple[bool, bool]:
+    """(the branch accepts the JSON type of value, the branch is a record)."""
+    node, _ = _deref(node, resolver)
+    if not isinstance(node, dict) or "type" not in node:
+        return False, False
+    types = node["type"] if isinstance(node["type"], list) else [node["type"]]
+    return any(validator.is_type(value, t) for t in types), "properties" in node
+
+
+def _error_map(validator: Any, err: Any, root: Any, file: str | None, prefix: str,
+               out: list[tuple[tuple, Issue]]) -> None:
+    located = _Located(validator, err)
+    path = list(err.absolute_path)
+    keyword = err.validator
+    if keyword == "additionalProperties" and err.validator_value is False and isinstance(err.instance, dict):
+        declared = located.node.get("properties", {})
+        for key in err.instance:
+            if key not in declared:
+                out.append((_position(root, [*path, key]),
+                            warning(CODE_UNKNOWN_FIELD, "unknown field", file, _dotted(prefix, [*path, key]))))
+        return
+    if keyword == "required" and isinstance(err.instance, dict):
+        for rank, key in enumerate(err.validator_value):
+            if key not in err.instance:
+                out.append((_position(root, [*path, key], missing_rank=rank),
+                            error(CODE_MISSING_FIELD, "required field is missing", file, _dotted(prefix, [*path, key]))))
+        return
+    if keyword in ("anyOf", "oneOf") and located.reported_depth(len(path)) == len(path):
+        matching = []
+        for index, branch in enumerate(err.validator_value):
+            accepts, is_record = _branch_matches(validator, branch, located.resolver, err.instance)
+            if accepts:
+                matching.append((index, is_record))
+        if len(matching) == 1 and matching[0][1]:
+            for sub in err.context or ():
+                if sub.relative_schema_path and sub.relative_schema_path[0] == matching[0][0]:
+                    _error_map(validator, sub, root, file, prefix, out)
+            return
+    depth = located.reported_depth(len(path))
+    if depth < len(path):
+        container = path[:depth]
+        inner = path[depth]
+        where = f"item {inner}" if isinstance(inner, int) else f"entry {inner!r}"
+        container_schema = located.steps[depth - 1][1] if depth else validator.schema
+        container_resolver = located.steps[depth - 1][2] if depth else located.root_resolver
+        message = f"expected {_describe(container_schema, container_resolver)} ({where}: {_message(err, located)})"
+        out.append((_position(root, container), error(CODE_INVALID_FIELD, message, file, _dotted(prefix, container))))
+        return
+    out.append((_position(root, path), error(CODE_INVALID_FIELD, _message(err, located), file, _dotted(prefix, path))))

@@ -13,7 +13,7 @@ from sessions.models import Character
 from sessions.services import character_aliases_check, character_payload_validate, session_check_active, session_locked
 from turns.engine.appliers import appliers
 from turns.engine.appliers.base import CommitContext, ProposalRejected
-from turns.engine.tools.proposals import CHARACTER_UPSERT, Proposal, ProposalInvalid, proposal_validate
+from plugins_app.toolkit.proposals import CHARACTER_UPSERT, Proposal, ProposalInvalid, proposal_validate
 from turns.events import session_events_append
 
 

@@ -30,7 +30,7 @@ import jsonschema
 from plugins_app.manifests import RuntimeManifest
 from turns.engine import trace as T
 from turns.engine.env import ExecutionEnv
-from turns.engine.jsoncopy import json_copy
+from covel.jsoncopy import json_copy
 from turns.engine.prompt import (
     budget_cut,
     completion_text,
@@ -61,8 +61,9 @@ from turns.engine.runtime import (
 )
 from turns.engine.state import EngineStateView, StagedProposals
 from turns.engine.steer import STEER_APPLIED, STEER_DISCARDED, AppliedSteer, steer_text, turn_control_of
-from turns.engine.tools import proposals as P
-from turns.engine.tools.envelope import envelope_json, instruction_locale_for
+from plugins_app.toolkit import proposals as P
+from turns.engine.tools.envelope import envelope_json
+from plugins_app.toolkit.locale import instruction_locale_for
 from turns.engine.tools.executor import CONTROL_DONE, CONTROL_SUSPEND, STATUS_SUCCESS as CALL_SUCCESS, ToolCall
 from turns.engine.tools.registry import LOOP_HANDLED_TOOL_NAMES
 

@@ -30,7 +30,7 @@ from turns.engine.appliers.base import CommitContext, ProposalRejected
 from turns.engine.appliers.plugin_data import plugin_data_forget, plugin_data_prefetch
 from turns.engine.appliers.interaction import interaction_record
 from turns.engine.runtime import STATUS_SUCCESS, RuntimeResult, TurnInfo
-from turns.engine.tools import proposals as P
+from plugins_app.toolkit import proposals as P
 from turns.events import NewEvent, session_events_append
 
 TURN_COMPLETED = "turn.completed"

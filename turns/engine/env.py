@@ -13,9 +13,10 @@ from plugins_app.manifests import PluginManifest, RuntimeManifest
 from plugins_app.registry import PluginRecord, PluginRegistry
 from turns.engine.providers.config import ModelRouter
 from turns.engine.snapshot import SessionSnapshot
-from turns.engine.tools.context import CancelToken, DatasetDeclaration, EventTopic
-from turns.engine.tools.definition import Tool, tool
-from turns.engine.tools.errors import ToolDefinitionError, ToolRegistrationError
+from turns.engine.tools.context import CancelToken
+from plugins_app.toolkit.state import DatasetDeclaration, EventTopic
+from plugins_app.toolkit.definition import Tool, tool
+from plugins_app.toolkit.errors import ToolDefinitionError, ToolRegistrationError
 from turns.engine.tools.executor import ToolExecutor
 from turns.engine.tools.builtin import default_registry
 from turns.engine.tools.registry import ToolRegistry

@@ -26,15 +26,15 @@ import time
 from typing import Any, Callable
 
 from plugins_app.manifests import RuntimeManifest
-from plugins_app.registry import module_load_by_path
+from plugins_app.toolkit.modules import module_load_by_path
 from turns.engine import trace as T
 from turns.engine.env import ExecutionEnv
-from turns.engine.jsoncopy import json_copy
+from covel.jsoncopy import json_copy
 from turns.engine.runtime import STATUS_FAILED, STATUS_SKIPPED, STATUS_SUCCESS, RuntimeFailure, RuntimeResult, TurnInfo
 from turns.engine.state import EngineStateView, StagedProposals
-from turns.engine.tools import proposals as P
+from plugins_app.toolkit import proposals as P
 from turns.engine.tools.context import ToolContext
-from turns.engine.tools.envelope import instruction_locale_for
+from plugins_app.toolkit.locale import instruction_locale_for
 from turns.engine.tools.executor import STATUS_SUCCESS as CALL_SUCCESS, ToolCall
 
 DEFAULT_HANDLER_NAME = "handle"

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from turns.engine.snapshot import SessionSnapshot
-from turns.engine.tools.context import CharacterRecord
+from plugins_app.toolkit.state import CharacterRecord
 
 PLACEHOLDER_RE = re.compile(r"\{\{\s*([A-Za-z0-9_.\-]+)\s*\}\}")
 #: Character budgets per segment (prompt budget, roughly 4 characters per token).

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from turns.engine.tools.proposals import Proposal
+from plugins_app.toolkit.proposals import Proposal
 
 STATUS_SUCCESS = "success"
 STATUS_FAILED = "failed"

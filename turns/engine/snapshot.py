@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from turns.engine.tools.context import CharacterRecord, LorebookEntry, MemoryMessage, WorldDimension
+from plugins_app.toolkit.state import CharacterRecord, LorebookEntry, MemoryMessage, WorldDimension
 
 #: How many chat messages the snapshot keeps for memory-search recall (spec 000: 最近 500 条).
 RECALL_MESSAGES = 500

@@ -13,18 +13,10 @@ import threading
 from dataclasses import replace
 from typing import Any, Callable, Iterable
 
-from turns.engine.jsoncopy import dimension_copy, json_copy
+from covel.jsoncopy import dimension_copy, json_copy
 from turns.engine.snapshot import SessionSnapshot
-from turns.engine.tools import proposals as P
-from turns.engine.tools.context import (
-    CharacterRecord,
-    DatasetDeclaration,
-    EventTopic,
-    LorebookEntry,
-    MemoryMessage,
-    SearchableRecord,
-    WorldDimension,
-)
+from plugins_app.toolkit import proposals as P
+from plugins_app.toolkit.state import CharacterRecord, DatasetDeclaration, EventTopic, LorebookEntry, MemoryMessage, SearchableRecord, WorldDimension
 from turns.engine.tools.dataops import apply_data_ops
 
 

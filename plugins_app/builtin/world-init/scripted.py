@@ -31,7 +31,7 @@ def kit() -> Any:
     """narrator/story_kit.py, the helpers the scripted narrator writes with (loaded once by path)."""
     global _KIT
     if _KIT is None:
-        from plugins_app.registry import module_load_by_path
+        from plugins_app.toolkit import module_load_by_path
 
         _KIT = module_load_by_path(Path(__file__).resolve().parents[1] / "narrator", "narrator", "story_kit.py")
     return _KIT

@@ -10,7 +10,7 @@ import pytest
 
 from plugins_app.registry import PluginRegistry, registry_build
 from turns.engine.tools.context import InMemoryStateView, ToolContext
-from turns.engine.tools.definition import Tool
+from plugins_app.toolkit.definition import Tool
 from turns.engine.tools.executor import ToolCall, ToolCallOutcome, ToolExecutor
 from turns.engine.tools.builtin import default_registry
 from turns.engine.tools.registry import ToolRegistry

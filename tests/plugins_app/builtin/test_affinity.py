@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from turns.engine.tools.context import CharacterRecord, InMemoryStateView
+from turns.engine.tools.context import InMemoryStateView
+from plugins_app.toolkit.state import CharacterRecord
 from tests.plugins_app.builtin.support import error_of, payloads
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from turns.engine.tools.context import CharacterRecord, InMemoryStateView
+from turns.engine.tools.context import InMemoryStateView
+from plugins_app.toolkit.state import CharacterRecord
 from tests.plugins_app.builtin.support import error_of
 
 WORLD = Path(__file__).resolve().parents[3] / "sessions" / "worlds" / "yanhui-ferry"

@@ -8,7 +8,8 @@ from pathlib import Path
 import yaml
 
 from plugins_app.registry import module_load_by_path
-from turns.engine.tools.context import CharacterRecord, InMemoryStateView
+from turns.engine.tools.context import InMemoryStateView
+from plugins_app.toolkit.state import CharacterRecord
 
 BUILTIN = Path(__file__).resolve().parents[3] / "plugins_app" / "builtin"
 WORLD = Path(__file__).resolve().parents[3] / "sessions" / "worlds" / "yanhui-ferry"

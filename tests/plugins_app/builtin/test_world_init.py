@@ -6,7 +6,8 @@ import copy
 
 import pytest
 
-from turns.engine.tools.context import InMemoryStateView, WorldDimension
+from turns.engine.tools.context import InMemoryStateView
+from plugins_app.toolkit.state import WorldDimension
 from tests.plugins_app.builtin.support import error_of, payloads
 
 CATEGORIES = ["stats", "bio", "abilities", "equipment", "social"]

@@ -8,7 +8,7 @@ from tests.turns.engine.support import session_create
 from turns.engine.appliers import appliers
 from turns.engine.appliers.base import CommitContext, ProposalRejected
 from turns.engine.appliers.plugin_data import plugin_data_forget, plugin_data_prefetch
-from turns.engine.tools.proposals import Proposal
+from plugins_app.toolkit.proposals import Proposal
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from turns.engine.appliers import characters, dimensions, events, interaction, lorebook, narrative, plugin_data, ui
 from turns.engine.appliers.base import Applier
-from turns.engine.tools import proposals as P
+from plugins_app.toolkit import proposals as P
 
 
 def appliers() -> dict[str, Applier]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from turns.engine.tools import proposals as P
+from plugins_app.toolkit import proposals as P
 from turns.events import NewEvent
 
 

@@ -9,7 +9,7 @@ import copy
 
 from sessions.models import Character, CharacterSchema
 from turns.engine.appliers.base import CommitContext, ProposalRejected
-from turns.engine.tools.proposals import Proposal
+from plugins_app.toolkit.proposals import Proposal
 
 CHARACTER_UPSERTED = "character.upserted"
 CHARACTER_SCHEMA_CHANGED = "character-schema.changed"

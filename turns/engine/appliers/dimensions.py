@@ -8,7 +8,7 @@ import copy
 
 from sessions.models import DimensionValue
 from turns.engine.appliers.base import CommitContext, ProposalRejected
-from turns.engine.tools.proposals import Proposal
+from plugins_app.toolkit.proposals import Proposal
 
 DIMENSIONS_CHANGED = "dimensions.changed"
 TOPIC_SESSION = "session"

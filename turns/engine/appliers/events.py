@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from turns.engine.appliers.base import CommitContext, ProposalRejected
-from turns.engine.tools.proposals import Proposal
+from plugins_app.toolkit.proposals import Proposal
 
 EVENT_EMITTED = "event.emitted"
 TOPIC_CUSTOM = "custom"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from turns.engine.appliers.base import CommitContext
-from turns.engine.tools.proposals import Proposal
+from plugins_app.toolkit.proposals import Proposal
 from turns.models import InteractionRecord
 
 INTERACTION_REQUESTED = "interaction.requested"

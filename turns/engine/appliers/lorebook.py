@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sessions.models import LorebookEntry
 from turns.engine.appliers.base import CommitContext, ProposalRejected
-from turns.engine.tools.proposals import Proposal
+from plugins_app.toolkit.proposals import Proposal
 
 LOREBOOK_CHANGED = "lorebook.changed"
 TOPIC_SESSION = "session"

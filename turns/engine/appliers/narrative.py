@@ -6,7 +6,7 @@ import uuid
 
 from sessions.models import ChatMessage, TurnMessage
 from turns.engine.appliers.base import CommitContext
-from turns.engine.tools.proposals import Proposal
+from plugins_app.toolkit.proposals import Proposal
 
 
 def apply_narrative_append(ctx: CommitContext, proposal: Proposal) -> None:

@@ -22,7 +22,7 @@ from django.utils import timezone
 from plugins_app.models import PLUGIN_DATA_VALUE_MAX_BYTES, PluginData
 from turns.engine.appliers.base import CommitContext, ProposalRejected
 from turns.engine.tools.dataops import DataOpError, apply_data_ops
-from turns.engine.tools.proposals import Proposal
+from plugins_app.toolkit.proposals import Proposal
 
 PLUGIN_DATA_CHANGED = "plugin-data.changed"
 TOPIC_PLUGIN_DATA = "plugin-data"

@@ -7,7 +7,7 @@ import uuid
 
 from sessions.models import ChatMessage
 from turns.engine.appliers.base import CommitContext
-from turns.engine.tools.proposals import Proposal
+from plugins_app.toolkit.proposals import Proposal
 
 UI_RENDERED = "ui.rendered"
 UI_PART_UPDATE = "ui.part.update"

@@ -51,7 +51,7 @@ def _script_load(plugin_id: str, plugin_root: str | None) -> Any:
             return _script_cache[key]
         respond = None
         if path.is_file():
-            from plugins_app.registry import module_load_by_path
+            from plugins_app.toolkit.modules import module_load_by_path
 
             try:
                 module = module_load_by_path(Path(plugin_root), plugin_id, SCRIPT_FILE)

@@ -1,27 +1,26 @@
-"""Tools: definitions, registry, argument repair, executor, envelope and builtins (spec 000).
+"""Tools: the registry, executor, envelope and builtin tools of the turn engine (spec 000). Tool
+definitions, errors, proposals and state records are the plugin toolkit's (plugins_app.toolkit);
+they are re-exported here because engine code and its tests name them together.
 
 See README.md in this folder for how the turn engine uses it.
 """
 
-from turns.engine.tools.context import (
-    CancelToken,
-    CallContext,
+from plugins_app.toolkit.definition import Tool, ToolAnnotations, ToolResult, tool
+from plugins_app.toolkit.errors import TOOL_ERROR_CODES, ToolDefinitionError, ToolError, ToolRegistrationError
+from plugins_app.toolkit.proposals import PROPOSAL_KINDS, Proposal, ProposalInvalid, proposal_validate
+from plugins_app.toolkit.state import (
     CharacterRecord,
     DatasetDeclaration,
     EventTopic,
-    InMemoryStateView,
     LorebookEntry,
     MemoryMessage,
     SearchableRecord,
     StateView,
-    ToolContext,
     WorldDimension,
 )
-from turns.engine.tools.definition import Tool, ToolAnnotations, ToolResult, tool
-from turns.engine.tools.errors import TOOL_ERROR_CODES, ToolDefinitionError, ToolError, ToolRegistrationError
-from turns.engine.tools.executor import ApprovalRule, ToolCall, ToolCallOutcome, ToolExecutor
-from turns.engine.tools.proposals import PROPOSAL_KINDS, Proposal, ProposalInvalid, proposal_validate
 from turns.engine.tools.builtin import default_registry
+from turns.engine.tools.context import CallContext, CancelToken, InMemoryStateView, ToolContext
+from turns.engine.tools.executor import ApprovalRule, ToolCall, ToolCallOutcome, ToolExecutor
 from turns.engine.tools.registry import FRAMEWORK_TOOL_NAMES, ToolRegistry
 
 __all__ = [

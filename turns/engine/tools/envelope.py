@@ -11,8 +11,8 @@ import json
 import re
 from typing import Any, Iterable
 
-ZH_CN = "zh-CN"
-EN_US = "en-US"
+from plugins_app.toolkit.locale import EN_US, ZH_CN, instruction_locale_for
+
 
 STAGED_NOTICE = {
     ZH_CN: "已暂存，回合结束时生效（可能被拒绝）。",
@@ -27,13 +27,6 @@ UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{
 _UUID_FULL_RE = re.compile(rf"^{UUID_RE.pattern}$")
 _ISO_TIMESTAMP_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?$")
 _TIMESTAMP_KEY_RE = re.compile(r"(^|[a-z0-9])(At|_at)$|^timestamp$")
-
-
-def instruction_locale_for(locale: str | None) -> str:
-    """"zh-CN" for any Chinese locale (zh, zh-Hans, zh_TW...), else "en-US"."""
-    if locale and locale.replace("_", "-").lower().split("-")[0] == "zh":
-        return ZH_CN
-    return EN_US
 
 
 def _is_bookkeeping_value(value: Any) -> bool:

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from turns.engine.tools.context import CallContext, ToolContext
-from turns.engine.tools.definition import _UNSET as UNSET_VIEW
-from turns.engine.tools.definition import ParsedArguments, Tool, ToolResult
+from plugins_app.toolkit.definition import _UNSET as UNSET_VIEW
+from plugins_app.toolkit.definition import ParsedArguments, Tool, ToolResult
 from turns.engine.tools.envelope import error_envelope, internal_message, success_envelope
-from turns.engine.tools.errors import (
+from plugins_app.toolkit.errors import (
     CANCELLED,
     INTERNAL,
     INVALID_INPUT,
@@ -31,9 +31,9 @@ from turns.engine.tools.errors import (
     UNAVAILABLE,
     ToolError,
 )
-from turns.engine.tools.proposals import UI_RENDER, Proposal, ProposalInvalid, proposal_validate
+from plugins_app.toolkit.proposals import UI_RENDER, Proposal, ProposalInvalid, proposal_validate
 from turns.engine.tools.registry import SOURCE_BUILTIN, SOURCE_LOCAL, ResolvedTool, ToolRegistry
-from turns.engine.tools.repair import ArgumentJsonError, parse_arguments_json
+from plugins_app.toolkit.repair import ArgumentJsonError, parse_arguments_json
 
 logger = logging.getLogger(__name__)
 

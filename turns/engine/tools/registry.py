@@ -8,8 +8,8 @@ import threading
 from dataclasses import dataclass
 from typing import Iterable
 
-from turns.engine.tools.definition import Tool
-from turns.engine.tools.errors import ToolRegistrationError
+from plugins_app.toolkit.definition import Tool
+from plugins_app.toolkit.errors import ToolRegistrationError
 
 SOURCE_BUILTIN = "builtin"
 SOURCE_LOCAL = "local"

@@ -14,11 +14,18 @@ import copy
 import re
 from typing import Any
 
-from turns.engine.tools.builtin.forms import FORM_FIELD_SCHEMA, option_values
-from turns.engine.tools.context import CallContext
-from turns.engine.tools.definition import Tool, ToolResult, tool
-from turns.engine.tools.envelope import ZH_CN, instruction_locale_for
-from turns.engine.tools.errors import INVALID_INPUT, ToolError
+from plugins_app.toolkit import (
+    FORM_FIELD_SCHEMA,
+    INVALID_INPUT,
+    ZH_CN,
+    CallContext,
+    Tool,
+    ToolError,
+    ToolResult,
+    instruction_locale_for,
+    option_values,
+    tool,
+)
 
 from .player_name import NAME_FIELD, VALIDATOR_NAME, validation_data
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from turns.engine.tools.builtin.characters import _attr_issue, merge_schema_defaults, word_id
+from plugins_app.toolkit import character_attr_issues, merge_schema_defaults, word_id
 
 from .character_form import DEFAULT_FORM_ID
 from .player_name import NAME_FIELD
@@ -29,7 +29,7 @@ def player_character_payload(values: dict[str, Any], schema: dict[str, Any] | No
     attributes = [a for a in (schema or {}).get("attributes") or [] if isinstance(a, dict) and "id" in a]
     fields: dict[str, Any] = {}
     for attr in attributes:
-        if attr["id"] in values and not _attr_issue(attr, values[attr["id"]], attr["id"]):
+        if attr["id"] in values and not character_attr_issues(attr, values[attr["id"]], attr["id"]):
             fields[attr["id"]] = values[attr["id"]]
         if attr["id"] in NAME_ATTRIBUTE_IDS and attr.get("type") == "string":
             fields[attr["id"]] = name

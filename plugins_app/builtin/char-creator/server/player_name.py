@@ -11,7 +11,7 @@ import hashlib
 import secrets
 from typing import Any, Iterable
 
-from turns.engine.tools.builtin.characters import normalize_name
+from plugins_app.toolkit import normalize_name
 
 VALIDATOR_NAME = "player-name"
 NAME_FIELD = "characterName"

@@ -13,10 +13,16 @@ import re
 import unicodedata
 from typing import Any
 
-from turns.engine.tools.context import CallContext
-from turns.engine.tools.definition import Tool, ToolResult, tool
-from turns.engine.tools.envelope import ZH_CN, instruction_locale_for
-from turns.engine.tools.proposals import PLUGIN_DATA_BATCH, Proposal
+from plugins_app.toolkit import (
+    PLUGIN_DATA_BATCH,
+    ZH_CN,
+    CallContext,
+    Proposal,
+    Tool,
+    ToolResult,
+    instruction_locale_for,
+    tool,
+)
 
 NAME = "sync-codex-entries"
 NAMESPACE = "entries"

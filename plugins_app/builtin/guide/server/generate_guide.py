@@ -10,11 +10,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from turns.engine.tools.context import CallContext
-from turns.engine.tools.definition import Tool, ToolResult, tool
-from turns.engine.tools.envelope import ZH_CN, instruction_locale_for
-from turns.engine.tools.errors import INVALID_INPUT, ToolError
-from turns.engine.tools.proposals import PLUGIN_DATA_BATCH, Proposal
+from plugins_app.toolkit import (
+    INVALID_INPUT,
+    PLUGIN_DATA_BATCH,
+    ZH_CN,
+    CallContext,
+    Proposal,
+    Tool,
+    ToolError,
+    ToolResult,
+    instruction_locale_for,
+    tool,
+)
 
 NAME = "generate-guide"
 NAMESPACE = "guides"

@@ -19,8 +19,7 @@ from typing import Any
 
 import jsonschema
 
-from turns.engine.tools.context import CallContext, WorldDimension
-from turns.engine.tools.errors import CONFLICT, UNAVAILABLE, ToolError
+from plugins_app.toolkit import CONFLICT, UNAVAILABLE, CallContext, ToolError, WorldDimension
 
 DEFINITIONS_NAMESPACE = "definitions"
 SETTLEMENTS_NAMESPACE = "settlements"

@@ -14,11 +14,23 @@ import json
 import re
 from typing import Any
 
-from turns.engine.tools.context import CallContext, WorldDimension
-from turns.engine.tools.definition import READ_ONLY_SAFE, Tool, ToolResult, tool
-from turns.engine.tools.envelope import ZH_CN, instruction_locale_for
-from turns.engine.tools.errors import CONFLICT, INVALID_INPUT, NOT_FOUND, ToolError
-from turns.engine.tools.proposals import DIMENSION_UPDATE, PLUGIN_DATA, Proposal
+from plugins_app.toolkit import (
+    CONFLICT,
+    DIMENSION_UPDATE,
+    INVALID_INPUT,
+    NOT_FOUND,
+    PLUGIN_DATA,
+    READ_ONLY_SAFE,
+    ZH_CN,
+    CallContext,
+    Proposal,
+    Tool,
+    ToolError,
+    ToolResult,
+    WorldDimension,
+    instruction_locale_for,
+    tool,
+)
 
 from .common import (
     SETTLEMENTS_NAMESPACE,

@@ -15,15 +15,19 @@ from typing import Any
 
 import jsonschema
 
-from turns.engine.tools.context import CallContext
-from turns.engine.tools.definition import Tool, ToolResult, tool
-from turns.engine.tools.envelope import ZH_CN, instruction_locale_for
-from turns.engine.tools.errors import INVALID_INPUT, ToolError
-from turns.engine.tools.proposals import (
+from plugins_app.toolkit import (
     CHARACTER_SCHEMA_SET,
     DIMENSION_INITIALIZE,
+    INVALID_INPUT,
     PLUGIN_DATA_BATCH,
+    ZH_CN,
+    CallContext,
     Proposal,
+    Tool,
+    ToolError,
+    ToolResult,
+    instruction_locale_for,
+    tool,
 )
 
 from .common import DEFINITIONS_NAMESPACE

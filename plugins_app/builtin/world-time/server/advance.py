@@ -19,11 +19,20 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from turns.engine.tools.context import CallContext
-from turns.engine.tools.definition import Tool, ToolResult, tool
-from turns.engine.tools.envelope import ZH_CN, instruction_locale_for
-from turns.engine.tools.errors import CONFLICT, INVALID_INPUT, UNAVAILABLE, ToolError
-from turns.engine.tools.proposals import PLUGIN_DATA, Proposal
+from plugins_app.toolkit import (
+    CONFLICT,
+    INVALID_INPUT,
+    PLUGIN_DATA,
+    UNAVAILABLE,
+    ZH_CN,
+    CallContext,
+    Proposal,
+    Tool,
+    ToolError,
+    ToolResult,
+    instruction_locale_for,
+    tool,
+)
 
 from .clock import PHASES, Calendar
 

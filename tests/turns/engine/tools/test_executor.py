@@ -17,7 +17,7 @@ from turns.engine.tools import (
     ToolResult,
     tool,
 )
-from turns.engine.tools.errors import ToolError
+from plugins_app.toolkit.errors import ToolError
 
 RO = {"readOnly": True, "idempotent": True, "concurrencySafe": True}
 

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tests.turns.engine.tools.support import REGISTRY, make_context
-from turns.engine.tools.definition import RuntimeValidator
+from plugins_app.toolkit.definition import RuntimeValidator
 from turns.engine.tools import (
     TOOL_ERROR_CODES,
     CharacterRecord,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from turns.engine.tools.repair import ArgumentJsonError, parse_arguments_json
+from plugins_app.toolkit.repair import ArgumentJsonError, parse_arguments_json
 
 
 def test_valid_json_is_parsed_without_a_rule():

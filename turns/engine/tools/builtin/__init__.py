@@ -18,7 +18,7 @@ from turns.engine.tools.builtin import (
     suspend,
     world_dimension,
 )
-from turns.engine.tools.definition import Tool
+from plugins_app.toolkit.definition import Tool
 from turns.engine.tools.registry import ToolRegistry
 
 

@@ -9,17 +9,16 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
-import hashlib
-import json
-import math
-import re
-import unicodedata
 from typing import Any
 
-from turns.engine.tools.context import CallContext, CharacterRecord
-from turns.engine.tools.definition import READ_ONLY_SAFE, Tool, ToolResult, tool
-from turns.engine.tools.errors import AMBIGUOUS, INVALID_INPUT, NOT_FOUND, ToolError
-from turns.engine.tools.proposals import CHARACTER_UPSERT, Proposal
+from plugins_app.toolkit.characters import character_attr_issues, merge_schema_defaults, normalize_name, value_text
+from plugins_app.toolkit.ids import word_id
+
+from turns.engine.tools.context import CallContext
+from plugins_app.toolkit.state import CharacterRecord
+from plugins_app.toolkit.definition import READ_ONLY_SAFE, Tool, ToolResult, tool
+from plugins_app.toolkit.errors import AMBIGUOUS, INVALID_INPUT, NOT_FOUND, ToolError
+from plugins_app.toolkit.proposals import CHARACTER_UPSERT, Proposal
 
 LIST_NAME = "list-characters"
 GET_NAME = "get-character"
@@ -32,34 +31,14 @@ MAX_KNOWN_NAMES = 30
 PLAYER_TYPE = "player"
 #: Character types when the world has no character schema yet.
 DEFAULT_TYPES = ("npc", "companion")
-_INTERPUNCT_RE = re.compile(r"[\s·・‧•∙⋅]+")
 
 
 # ---------------------------------------------------------------- names and lookup
 
 
-def normalize_name(text: str) -> str:
-    """Name comparison key: NFKC (full/half width), case-folded, no whitespace or interpuncts."""
-    return _INTERPUNCT_RE.sub("", unicodedata.normalize("NFKC", text)).casefold()
-
-
 def character_label(c: CharacterRecord) -> str:
     """`name (aka a, b)` as the model reads it."""
     return f"{c.name} (aka {', '.join(c.aliases)})" if c.aliases else c.name
-
-
-def word_id(prefix: str, label: str, taken: set[str]) -> str:
-    """Readable id `<prefix>-<ascii words>` (8-hex digest of the label when it has no ASCII
-    letters or digits), with -2, -3... when taken (spec 000, 短 ID)."""
-    ascii_text = unicodedata.normalize("NFKD", label).encode("ascii", "ignore").decode().lower()
-    words = re.findall(r"[a-z0-9]+", ascii_text)
-    slug = "-".join(words)[:32].strip("-") if words else hashlib.sha256(label.encode()).hexdigest()[:8]
-    prefix = "-".join(re.findall(r"[a-z0-9]+", prefix.lower())) or "char"
-    base = f"{prefix}-{slug}"
-    candidate, n = base, 2
-    while candidate in taken:
-        candidate, n = f"{base}-{n}", n + 1
-    return candidate
 
 
 def _names_of(c: CharacterRecord) -> list[str]:
@@ -126,65 +105,7 @@ def ambiguous_message(query: str, candidates: list[CharacterRecord], *, suffix: 
     return f'"{query}" names {len(candidates)} characters: {listed}. Pass the id of the one you mean.{suffix}'
 
 
-def _value_text(value: Any) -> str:
-    if value is None:
-        return "(unset)"
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
-
 # ---------------------------------------------------------------- schema checks
-
-
-def _attr_issue(attr: dict[str, Any], value: Any, path: str) -> list[str]:
-    kind = attr.get("type")
-    if kind == "number":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            return [f"{path}: must be a finite number, not {_value_text(value)}"]
-        if attr.get("min") is not None and value < attr["min"]:
-            return [f"{path}: {value} is below the minimum {attr['min']}"]
-        if attr.get("max") is not None and value > attr["max"]:
-            return [f"{path}: {value} is above the maximum {attr['max']}"]
-        return []
-    if kind == "string":
-        return [] if isinstance(value, str) else [f"{path}: must be a string"]
-    if kind == "boolean":
-        return [] if isinstance(value, bool) else [f"{path}: must be true or false"]
-    if kind == "enum":
-        options = attr.get("options") or []
-        if value not in options:
-            return [f"{path}: must be one of {', '.join(map(str, options))}"]
-        return []
-    if kind == "array":
-        if not isinstance(value, list):
-            return [f"{path}: must be an array"]
-        item = attr.get("itemType")
-        issues = []
-        for i, v in enumerate(value):
-            if item == "string" and not isinstance(v, str):
-                issues.append(f"{path}[{i}]: must be a string")
-            if item == "number" and (isinstance(v, bool) or not isinstance(v, (int, float))):
-                issues.append(f"{path}[{i}]: must be a number")
-        return issues
-    if kind == "object":
-        if not isinstance(value, dict):
-            return [f"{path}: must be an object"]
-        issues = []
-        for sub in attr.get("subSchema") or []:
-            if sub.get("id") in value:
-                issues += _attr_issue(sub, value[sub["id"]], f"{path}.{sub['id']}")
-        return issues
-    if kind == "map":
-        if not isinstance(value, dict):
-            return [f"{path}: must be an object map"]
-        vt = {"string": str, "number": (int, float), "boolean": bool}.get(attr.get("valueType", ""))
-        if vt is None:
-            return []
-        return [
-            f"{path}.{k}: must be a {attr['valueType']}"
-            for k, v in value.items()
-            if not isinstance(v, vt) or (attr["valueType"] == "number" and isinstance(v, bool))
-        ]
-    return []
 
 
 def character_fields_check(
@@ -201,22 +122,10 @@ def character_fields_check(
     warnings: list[str] = []
     for key, value in fields.items():
         if key in declared:
-            errors += _attr_issue(declared[key], value, f"{path}.{key}")
+            errors += character_attr_issues(declared[key], value, f"{path}.{key}")
         else:
             warnings.append(f"{path}.{key} is not declared in the world schema; kept as is.")
     return errors, warnings
-
-
-def merge_schema_defaults(fields: dict[str, Any], attributes: list[dict[str, Any]]) -> dict[str, Any]:
-    """Fill declared defaults that are missing; a default that breaks its own type is skipped."""
-    merged = copy.deepcopy(fields)
-    for attr in attributes:
-        if not isinstance(attr, dict) or "id" not in attr or "defaultValue" not in attr:
-            continue
-        if attr["id"] in merged or _attr_issue(attr, attr["defaultValue"], attr["id"]):
-            continue
-        merged[attr["id"]] = copy.deepcopy(attr["defaultValue"])
-    return merged
 
 
 # ---------------------------------------------------------------- list-characters
@@ -282,7 +191,7 @@ def _get_execute(args: dict[str, Any], ctx: CallContext) -> ToolResult:
     lines.append("")
     if match.fields:
         lines.append("Attributes:")
-        lines += [f"  {k}: {_value_text(v)}" for k, v in match.fields.items()]
+        lines += [f"  {k}: {value_text(v)}" for k, v in match.fields.items()]
     else:
         lines.append("Attributes: (none)")
     return ToolResult(content={"character": match.snapshot()}, summary="\n".join(lines))
@@ -462,7 +371,7 @@ def _sync_execute(args: dict[str, Any], ctx: CallContext) -> ToolResult:
         updated.append({"characterId": target.id, "version": new_version})
         lines.append(f'Updated {target.type} "{target.name}" ({target.id}) → v{new_version}.')
         for k, v in patch.items():
-            lines.append(f"  {k}: {_value_text(target.fields.get(k))} → {_value_text(v)}")
+            lines.append(f"  {k}: {value_text(target.fields.get(k))} → {value_text(v)}")
         added = [a for a in aliases if a not in target.aliases]
         removed = [a for a in target.aliases if a not in aliases]
         if added or removed:

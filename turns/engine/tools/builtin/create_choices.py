@@ -5,10 +5,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from turns.engine.tools.builtin.forms import ACTION_KIND_SCHEMA, action_kind_check, raise_issues
+from plugins_app.toolkit.forms import ACTION_KIND_SCHEMA, action_kind_check, raise_issues
 from turns.engine.tools.context import CallContext
-from turns.engine.tools.definition import Tool, ToolResult, tool
-from turns.engine.tools.envelope import ZH_CN, instruction_locale_for
+from plugins_app.toolkit.definition import Tool, ToolResult, tool
+from plugins_app.toolkit.locale import ZH_CN, instruction_locale_for
 
 NAME = "create-choices"
 DEFAULT_ACTION_KIND = "say"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from turns.engine.tools.builtin.forms import (
+from plugins_app.toolkit.forms import (
     ACTION_KIND_SCHEMA,
     FORM_FIELD_SCHEMA,
     action_kind_check,
@@ -13,8 +13,8 @@ from turns.engine.tools.builtin.forms import (
     raise_issues,
 )
 from turns.engine.tools.context import CallContext
-from turns.engine.tools.definition import Tool, ToolResult, tool
-from turns.engine.tools.envelope import ZH_CN, instruction_locale_for
+from plugins_app.toolkit.definition import Tool, ToolResult, tool
+from plugins_app.toolkit.locale import ZH_CN, instruction_locale_for
 
 NAME = "create-form"
 DEFAULT_ACTION_KIND = "act"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from turns.engine.tools.context import CallContext
-from turns.engine.tools.definition import Tool, ToolResult, tool
-from turns.engine.tools.envelope import ZH_CN, instruction_locale_for
+from plugins_app.toolkit.definition import Tool, ToolResult, tool
+from plugins_app.toolkit.locale import ZH_CN, instruction_locale_for
 
 NAME = "create-notification"
 LEVELS = ("info", "success", "warning", "error")

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import copy
 import json
-import unicodedata
-import re
 from typing import Any
 
-from turns.engine.tools.context import CallContext, DatasetDeclaration
+from turns.engine.tools.context import CallContext
+from plugins_app.toolkit.ids import dataset_key
+from plugins_app.toolkit.state import DatasetDeclaration
 from turns.engine.tools.dataops import DATA_OPS, MALFORMED_OP_CODES, OP_SCHEMAS, DataOpError, apply_data_ops
-from turns.engine.tools.definition import (
+from plugins_app.toolkit.definition import (
     READ_ONLY_SAFE,
     RuntimeValidator,
     Tool,
@@ -26,8 +26,8 @@ from turns.engine.tools.definition import (
     strip_unicode_property_patterns,
     tool,
 )
-from turns.engine.tools.errors import CONFLICT, INTERNAL, INVALID_INPUT, NOT_FOUND, ToolError
-from turns.engine.tools.proposals import PLUGIN_DATA_UPDATE, Proposal
+from plugins_app.toolkit.errors import CONFLICT, INTERNAL, INVALID_INPUT, NOT_FOUND, ToolError
+from plugins_app.toolkit.proposals import PLUGIN_DATA_UPDATE, Proposal
 from turns.engine.tools.registry import FRAMEWORK_TOOL_NAMES
 
 #: MAX_PLUGIN_DATA_VALUE_BYTES: one value's JSON, UTF-8 bytes.
@@ -38,7 +38,6 @@ LIST_DEFAULT_LIMIT = 20
 LIST_MAX_LIMIT = 50
 MAX_UPDATE_OPS = 64
 TOOL_SUFFIXES = ("get", "list", "upsert", "update")
-_WS_RE = re.compile(r"\s+")
 
 
 class DatasetSelectionError(ValueError):
@@ -47,11 +46,6 @@ class DatasetSelectionError(ValueError):
     def __init__(self, field: str, message: str) -> None:
         self.field = field
         super().__init__(f"{field}: {message}")
-
-
-def dataset_key(text: str) -> str:
-    """datasetKey: NFKC, trimmed, inner whitespace collapsed to one space, lower-cased."""
-    return _WS_RE.sub(" ", unicodedata.normalize("NFKC", text).strip()).lower()
 
 
 def _utf16_units(text: str) -> int:

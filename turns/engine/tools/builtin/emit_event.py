@@ -13,9 +13,10 @@ from typing import Any
 
 import jsonschema
 
-from turns.engine.tools.context import CallContext, EventTopic
-from turns.engine.tools.definition import Tool, ToolResult, tool
-from turns.engine.tools.errors import INVALID_INPUT, REFUSED, ToolError
+from turns.engine.tools.context import CallContext
+from plugins_app.toolkit.state import EventTopic
+from plugins_app.toolkit.definition import Tool, ToolResult, tool
+from plugins_app.toolkit.errors import INVALID_INPUT, REFUSED, ToolError
 
 NAME = "emit-event"
 NO_TOPICS_TEXT = "(none — no consumer plugin active)"

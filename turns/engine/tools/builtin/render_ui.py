@@ -5,11 +5,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from turns.engine.tools.builtin.forms import raise_issues
+from plugins_app.toolkit.forms import raise_issues
 from turns.engine.tools.context import CallContext
-from turns.engine.tools.definition import Tool, ToolResult, tool
-from turns.engine.tools.envelope import ZH_CN, instruction_locale_for
-from turns.engine.tools.proposals import UI_PART_SCHEMA
+from plugins_app.toolkit.definition import Tool, ToolResult, tool
+from plugins_app.toolkit.locale import ZH_CN, instruction_locale_for
+from plugins_app.toolkit.proposals import UI_PART_SCHEMA
 
 NAME = "render-ui"
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from turns.engine.tools.context import CallContext
-from turns.engine.tools.definition import Tool, ToolResult, tool
-from turns.engine.tools.envelope import DONE_SUMMARY, instruction_locale_for
+from plugins_app.toolkit.definition import Tool, ToolResult, tool
+from turns.engine.tools.envelope import DONE_SUMMARY
+from plugins_app.toolkit.locale import instruction_locale_for
 
 NAME = "runtime-done"
 DONE_SENTINEL_KEY = "_covelDone"

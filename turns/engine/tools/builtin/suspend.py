@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from turns.engine.tools.builtin.forms import FORM_FIELD_SCHEMA, form_fields_check, option_values, raise_issues
+from plugins_app.toolkit.forms import FORM_FIELD_SCHEMA, form_fields_check, option_values, raise_issues
 from turns.engine.tools.context import CallContext
-from turns.engine.tools.definition import Tool, ToolResult, tool
-from turns.engine.tools.envelope import ZH_CN, instruction_locale_for
+from plugins_app.toolkit.definition import Tool, ToolResult, tool
+from plugins_app.toolkit.locale import ZH_CN, instruction_locale_for
 
 NAME = "suspend"
 SUSPEND_SENTINEL_KEY = "_covelSuspend"

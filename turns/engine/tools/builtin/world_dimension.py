@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from turns.engine.tools.context import CallContext
-from turns.engine.tools.definition import READ_ONLY_SAFE, Tool, ToolResult, tool
+from plugins_app.toolkit.definition import READ_ONLY_SAFE, Tool, ToolResult, tool
 from turns.engine.tools.envelope import model_facing_json
 
 GET_NAME = "world-dimension-get"

@@ -4,7 +4,8 @@ import pytest
 
 from tests.turns.engine.tools.support import run
 from turns.engine.tools import DatasetDeclaration, InMemoryStateView
-from turns.engine.tools.builtin.datasets import DatasetSelectionError, dataset_key, dataset_tools
+from turns.engine.tools.builtin.datasets import DatasetSelectionError, dataset_tools
+from plugins_app.toolkit.ids import dataset_key
 
 ITEM_SCHEMA = {"type": "object", "required": ["name"], "properties": {
     "name": {"type": "string"}, "weight": {"type": "number", "minimum": 0}, "tags": {"type": "array", "items": {"type": "string"}}}}

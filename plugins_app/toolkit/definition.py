@@ -20,8 +20,8 @@ import jsonschema
 import pydantic
 import regex
 
-from turns.engine.tools.errors import ToolDefinitionError, ToolValidationError
-from turns.engine.tools.repair import ArgumentJsonError, parse_arguments_json
+from plugins_app.toolkit.errors import ToolDefinitionError, ToolValidationError
+from plugins_app.toolkit.repair import ArgumentJsonError, parse_arguments_json
 
 #: Inclusive bounds of timeout_ms (spec: integer in [1, 600000]).
 TIMEOUT_MS_MIN = 1

@@ -1,11 +1,11 @@
-"""turns.engine.jsoncopy: the engine's defensive copies are deep, keep JSON types, and never let
+"""covel.jsoncopy: the engine's defensive copies are deep, keep JSON types, and never let
 a handler's mutation reach the snapshot."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from turns.engine.jsoncopy import dimension_copy, json_copy
-from turns.engine.tools.context import WorldDimension
+from covel.jsoncopy import dimension_copy, json_copy
+from plugins_app.toolkit.state import WorldDimension
 
 
 def test_json_copy_is_deep_and_equal():

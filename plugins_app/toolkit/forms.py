@@ -6,7 +6,7 @@ import math
 import re
 from typing import Any
 
-from turns.engine.tools.errors import ToolValidationError
+from plugins_app.toolkit.errors import ToolValidationError
 
 FIELD_TYPES = ("text", "textarea", "select", "checkbox", "number")
 #: Base action kinds (spec 004, 行动类型目录); plugin kinds are `<pluginId>/<name>`.
