@@ -23,7 +23,7 @@ def on_asgi_startup() -> None:
             raise RuntimeError(f"Redis at REDIS_URL is unreachable ({exc}); refusing to start.") from exc
         from covel import eventbus
 
-        # The event fan-out subscription must be live before we serve (turns/eventbus.py).
+        # The event fan-out subscription must be live before we serve (covel/eventbus.py).
         eventbus.start()
     lock = "pg-advisory" if settings.STORE_BACKEND == "pg" else "in-process"
     logger.info(
