@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import logging
 
+import psycopg
 from django.core.exceptions import SuspiciousOperation
+from django.db.utils import InterfaceError, OperationalError
 from django.http import Http404
 from django.http.multipartparser import MultiPartParserError
 from ninja import NinjaAPI
@@ -15,6 +17,7 @@ from covel.errors import ApiError, error_response
 from covel.jsonbody import json_body_load
 
 logger = logging.getLogger("covel.api")
+SERVICE_UNAVAILABLE_RETRY_AFTER_SECONDS = 5
 
 class _JsonParser(Parser):
     """Schema-bound bodies go through covel.jsonbody whatever their Content-Type (ninja parses the
@@ -74,6 +77,21 @@ def _multipart_error(request, exc):
 def _suspicious_request(request, exc):
     # Django's request-shape refusals (too many fields/files, ...): 400 as Django itself answers them.
     return error_response(400, "Bad request", "bad_request")
+
+
+def _database_unavailable(request, exc):
+    # The database (or its connection) is gone: a retryable outage, not a server bug. Django raises
+    # OperationalError / InterfaceError for refused, dropped and shut-down connections.
+    logger.warning("database unavailable on %s %s: %s", request.method, request.path, exc.__class__.__name__)
+    response = error_response(503, "The database is unavailable; retry shortly", "service_unavailable")
+    response["Retry-After"] = str(SERVICE_UNAVAILABLE_RETRY_AFTER_SECONDS)
+    return response
+
+
+# Django wraps the driver's errors in these; the session lock's own psycopg connection raises
+# psycopg's (AdminShutdown, connection refused) unwrapped. Integrity and programming errors stay 500s.
+for _outage in (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError):
+    api.add_exception_handler(_outage, _database_unavailable)
 
 
 @api.exception_handler(Exception)

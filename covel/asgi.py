@@ -7,13 +7,14 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", default_settings_module())
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.core.asgi import get_asgi_application  # noqa: E402
 
 django_asgi = get_asgi_application()
 if settings.COVEL_SERVE_STATIC:
     # Admin and API-docs assets under /static/, so `make run` needs no separate static server.
-    django_asgi = ASGIStaticFilesHandler(django_asgi)
+    from covel.static import StaticFilesASGI
+
+    django_asgi = StaticFilesASGI(django_asgi)
 
 from covel.asgi_limits import BodyLimitASGI  # noqa: E402
 from covel.startup import on_asgi_startup  # noqa: E402

@@ -187,7 +187,10 @@ class ApiEnvelopeMiddleware(_BaseMiddleware):
         if response.status_code == 404:
             return error_response(404, f"Not found: {request.method} {request.path}", "not_found")
         if response.status_code == 405:
-            return error_response(405, f"Method not allowed: {request.method} {request.path}", "method_not_allowed")
+            envelope = error_response(405, f"Method not allowed: {request.method} {request.path}", "method_not_allowed")
+            if response.has_header("Allow"):  # RFC 9110 §15.5.6: a 405 lists the methods the route has
+                envelope["Allow"] = response["Allow"]
+            return envelope
         if response.status_code >= 500:
             return error_response(response.status_code, "Internal server error")
         return error_response(response.status_code, response.reason_phrase or "Request failed")

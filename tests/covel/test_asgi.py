@@ -67,3 +67,25 @@ def test_unexpected_exception_is_a_bare_500_envelope():
     response = Client(raise_request_exception=False).get("/api/boom")
     assert response.status_code == 500
     assert response.json() == {"error": "Internal server error"}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("path,raw", [
+    ("/static/../../x", b"/static/..%2f..%2fx"),
+    ("/static/admin/../../../../settings.py", b"/static/admin/../../../../settings.py"),
+    ("/static/no-such-file.css", b"/static/no-such-file.css"),
+])
+async def test_static_refusals_are_404_envelopes_not_500_pages(path, raw):
+    # given the ASGI application daphne serves (static assets on, the default)
+    from covel.asgi import application
+
+    scope = {**_scope(path, method="GET"), "raw_path": raw}
+    # when a path outside the static roots, or a missing file, is asked for
+    sent = await _call(application, scope, [b""])
+    # then the answer is the error envelope, 404, never a 500 page
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    headers = dict(start["headers"])
+    assert start["status"] == 404
+    assert headers[b"Content-Type"].startswith(b"application/json") and headers[b"Cache-Control"] == b"no-store"
+    assert json.loads(body) == {"error": f"Not found: {path}", "code": "not_found"}
