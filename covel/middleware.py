@@ -88,7 +88,7 @@ class OriginCheckMiddleware(_BaseMiddleware):
 
     - Any method on /api*: Origin ``null`` or Sec-Fetch-Dest iframe/frame/embed/object → 403
       foreign_request_refused.
-    - POST/PUT/PATCH/DELETE carrying Origin that is neither in CORS_ORIGIN nor the requested host
+    - POST/PUT/PATCH/DELETE carrying Origin that is neither in CORS_ORIGIN (settings.CORS_ALLOWED_ORIGINS) nor the requested host
       (Host or X-Forwarded-Host) → 403 origin_not_allowed.
     """
 
@@ -101,7 +101,7 @@ class OriginCheckMiddleware(_BaseMiddleware):
         if origin is None or request.method not in _WRITE_METHODS:
             return None
         origin = origin.strip()
-        if origin in settings.CORS_ORIGINS:
+        if origin in settings.CORS_ALLOWED_ORIGINS:
             return None
         origin_host = (urlsplit(origin).netloc or "").lower()
         targets = {(request.META.get("HTTP_HOST") or request.META.get("SERVER_NAME", "")).lower(), request.META.get("HTTP_X_FORWARDED_HOST", "").lower()}

@@ -34,7 +34,17 @@ if DEPLOYMENT_TIER in ("demo", "commercial") and not COVEL_OPERATOR_TOKEN:
     )
 COVEL_BIND_HOST = env_str("COVEL_BIND_HOST", "127.0.0.1")
 COVEL_ALLOWED_HOSTS = env_list("COVEL_ALLOWED_HOSTS")
-CORS_ORIGINS = env_list("CORS_ORIGIN")
+# django-cors-headers (spec 004 §鉴权 CORS): browser origins in CORS_ORIGIN (comma-separated, each
+# scheme://host[:port]) may read /api responses, the event stream included; writes from any other
+# origin are refused by covel.middleware.OriginCheckMiddleware before CORS runs.
+CORS_ALLOWED_ORIGINS = env_list("CORS_ORIGIN")
+CORS_URLS_REGEX = r"^/api(/.*)?$"
+CORS_ALLOW_HEADERS = (
+    "accept", "authorization", "content-type", "last-event-id", "x-session-token", "x-provider-keys",
+    "x-slot-config", "x-plugin-user-settings", "x-model-relay", "x-requested-with",
+)
+CORS_EXPOSE_HEADERS = ("retry-after", "etag", "content-disposition", "allow")
+CORS_PREFLIGHT_MAX_AGE = 600
 RATE_LIMIT_RPM = env_int("RATE_LIMIT_RPM", 60, minimum=1)
 COVEL_PORT = env_int("PORT", env_int("SERVER_PORT", 3001, minimum=1, maximum=65535), minimum=1, maximum=65535)
 
@@ -68,6 +78,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "corsheaders",
     # Listed so /api/docs serves Swagger UI from ninja's bundled static files, not a CDN.
     "ninja",
     "sessions.apps.SessionsConfig",
@@ -81,6 +92,9 @@ MIDDLEWARE = [
     "covel.middleware.RequestLogMiddleware",
     "covel.middleware.HostCheckMiddleware",
     "covel.middleware.OriginCheckMiddleware",
+    # After the origin checks: a refused request (foreign_request_refused, origin_not_allowed) leaves
+    # without CORS allow headers; everything it lets through, errors included, carries them.
+    "corsheaders.middleware.CorsMiddleware",
     "covel.middleware.BodyLimitMiddleware",
     "covel.middleware.JsonBodyMiddleware",
     "covel.middleware.UrlNulMiddleware",

@@ -108,7 +108,7 @@ def test_write_from_own_origin_passes_the_origin_check(client):
 
 
 def test_write_from_configured_cors_origin_passes(client):
-    with override_settings(CORS_ORIGINS=["https://app.example"]):
+    with override_settings(CORS_ALLOWED_ORIGINS=["https://app.example"]):
         response = client.post("/api/anything", data="{}", content_type="application/json", HTTP_ORIGIN="https://app.example")
     assert response.status_code == 404
 
