@@ -111,6 +111,8 @@ def message_out(message: ChatMessage, session_id: str) -> dict[str, Any]:
     for key in _PROMOTED:
         if key in meta:
             out[key] = meta[key]
+    if "block" not in out and isinstance(meta.get("ui"), dict):
+        out["block"] = meta["ui"]  # ui messages written before the block moved to metadata.block
     return out
 
 

@@ -127,3 +127,18 @@ def test_hollow_reach_clock_dimension_counts_down(client):
     assert len(evidence) == 4 + 2  # the opening's clue and the turn's clue
     view = get_json(client, played, f"/api/sessions/{played.id}/view")
     assert view["dimensions"]["night"]["value"]["minutesToReef"] == 320
+
+
+def test_message_history_rebuilds_every_ui_block(client, yanhui):
+    # given the blocks the turns streamed (ui.rendered frames) ...
+    streamed = {f["payload"]["messageId"]: f["payload"]["block"] for f in yanhui.frames("ui.rendered")}
+    assert streamed
+    # when a client reloads the chat from each history route
+    full = get_json(client, yanhui, f"/api/sessions/{yanhui.id}/messages")["items"]
+    page = get_json(client, yanhui, f"/api/sessions/{yanhui.id}/messages/page?limit=500")["items"]
+    view = get_json(client, yanhui, f"/api/sessions/{yanhui.id}/view")["messages"]
+    # then every ui message carries its block, exactly as streamed
+    for items in (full, page, view):
+        blocks = {m["id"]: m.get("block") for m in items if m.get("kind") == "ui"}
+        assert {k: v for k, v in blocks.items() if k in streamed} == {k: streamed[k] for k in blocks}, items
+    assert {m["id"]: m["block"] for m in full if m.get("kind") == "ui"} == streamed
