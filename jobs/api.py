@@ -14,7 +14,8 @@ from covel.auth import require_operator
 
 router = Router(tags=["ai"])
 
-_SSE_OPENAPI = {"responses": {"200": {"description": "SSE stream of progress / done / error frames",
+# An int key, as ninja writes its own (a "200" string key would be a duplicate key in the document).
+_SSE_OPENAPI = {"responses": {200: {"description": "SSE stream of progress / done / error frames",
                                       "content": {"text/event-stream": {}}}}}
 
 

@@ -32,7 +32,9 @@ _ACTIONS_OPENAPI = {
             },
         }}},
     },
-    "responses": {"200": {"description": "SSE stream of SseEnvelope frames",
+    # An int key, as ninja writes its own: a "200" string key would sit beside ninja's 200 and the
+    # document would carry the key twice.
+    "responses": {200: {"description": "SSE stream of SseEnvelope frames",
                           "content": {"text/event-stream": {}}}},
 }
 
