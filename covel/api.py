@@ -110,6 +110,7 @@ def _mount_routers() -> None:
     from turns.api import router as turns_router
     from plugins_app.api import router as plugins_router
     from jobs.api import router as jobs_router
+    from jobs.api_model_db import router as model_db_router
     from media.api import router as media_router
     from sessions.api_worlds import router as worlds_router
     from sessions.api_install import router as install_router
@@ -123,7 +124,8 @@ def _mount_routers() -> None:
 
     for router in (
         worlds_router, sessions_router, session_turns_router, turns_router, records_router, events_router, setup_router,
-        plugins_router, install_router, plugin_data_router, jobs_router, media_router, config_router, snapshots_router,
+        plugins_router, install_router, plugin_data_router, jobs_router, model_db_router, media_router, config_router,
+        snapshots_router,
     ):
         api.add_router("/", router)
 

@@ -182,6 +182,10 @@ COVEL_SESSION_LOCK_TIMEOUT_SECONDS = env_int("COVEL_SESSION_LOCK_TIMEOUT_SECONDS
 # Model provider used when COVEL_HOME/llm.toml is absent.
 COVEL_DEFAULT_MODEL_PROVIDER = "scripted"
 COVEL_LLM_TOML = env_str("COVEL_LLM_TOML")
+# Model database refresh (jobs/model_db.py, spec 004 §模型数据库): LiteLLM's model list.
+COVEL_MODEL_DB_URL = env_str(
+    "COVEL_MODEL_DB_URL", "https://raw.githubusercontent.com/BerriAI/litellm/main/model_prices_and_context_window.json")
+COVEL_MODEL_DB_TIMEOUT_SECONDS = env_int("COVEL_MODEL_DB_TIMEOUT_SECONDS", 30, minimum=1, maximum=600)
 
 # Structured request logs: one JSON line per request (hosted), plain otherwise.
 COVEL_JSON_LOGS = env_bool("COVEL_JSON_LOGS", False)
