@@ -40,7 +40,10 @@ api = NinjaAPI(
 
 @api.exception_handler(ApiError)
 def _api_error(request, exc: ApiError):
-    return error_response(exc.status, exc.message, exc.code, exc.details)
+    response = error_response(exc.status, exc.message, exc.code, exc.details)
+    for name, value in (getattr(exc, "headers", None) or {}).items():  # e.g. Retry-After of a 429
+        response[name] = value
+    return response
 
 
 @api.exception_handler(NinjaValidationError)

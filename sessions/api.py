@@ -6,6 +6,7 @@ Every operation with ``{session_id}`` in its path uses ``auth=session_scope`` (4
 """
 from __future__ import annotations
 
+from django.conf import settings
 from django.http import HttpRequest
 from ninja import Router
 from ninja.responses import Status
@@ -13,6 +14,7 @@ from ninja.responses import Status
 from sessions import selectors, services
 from sessions.api_scope import request_json, session_scope
 from covel.auth import is_operator, owner_checks_enabled, require_operator
+from covel.ratelimit import rate_limit_hit
 from plugins_app.registry import plugin_registry
 from sessions.errors import InvalidRequest
 from sessions.schemas import seat_patch_parse
@@ -20,6 +22,11 @@ from sessions.schemas import seat_patch_parse
 router = Router(tags=["sessions"])
 
 _CREATE_FIELDS = {"worldId", "locale", "plugins", "id", "loreOverride", "autoAdvanceLimit", "seatRole"}
+
+
+def _read_limit(request: HttpRequest) -> None:
+    # Spec 004 §状态查询 / §消息历史: the same client on the same path, per minute.
+    rate_limit_hit(request, "session-read", per_minute=settings.COVEL_READ_RATE_LIMIT_RPM, key=request.path)
 
 
 def _int_param(request: HttpRequest, name: str, default: int, maximum: int) -> int:
@@ -92,6 +99,8 @@ def delete_session(request: HttpRequest, session_id: str):
 
 @router.get("/sessions/{session_id}/state", auth=session_scope)
 def get_session_state(request: HttpRequest, session_id: str):
+    """``{tables}``. 120 requests a minute per client and path (429 rate_limit_exceeded)."""
+    _read_limit(request)
     return selectors.session_state(request.auth)
 
 
@@ -133,18 +142,24 @@ def disable_session_plugin(request: HttpRequest, session_id: str, plugin_id: str
 
 @router.get("/sessions/{session_id}/messages", auth=session_scope)
 def list_messages(request: HttpRequest, session_id: str):
+    """``{items}``, oldest first. 120 requests a minute per client and path (429 rate_limit_exceeded)."""
+    _read_limit(request)
     return {"items": selectors.messages_all(request.auth)}
 
 
 @router.get("/sessions/{session_id}/messages/page", auth=session_scope)
 def list_messages_page(request: HttpRequest, session_id: str):
-    """Keyset page: ``?limit`` (default 80, max 500), ``?cursor`` (opaque; 400 invalid_cursor)."""
+    """Keyset page: ``?limit`` (default 80, max 500), ``?cursor`` (opaque; 400 invalid_cursor).
+    120 requests a minute per client and path (429 rate_limit_exceeded)."""
+    _read_limit(request)
     limit = _int_param(request, "limit", selectors.MESSAGES_PAGE_DEFAULT, selectors.MESSAGES_PAGE_MAX)
     return selectors.messages_page(request.auth, limit=limit, cursor=request.GET.get("cursor") or None)
 
 
 @router.post("/sessions/{session_id}/messages/sync", auth=session_scope)
 def sync_messages(request: HttpRequest, session_id: str):
+    """``{ok}``. 60 requests a minute per client and path (429 rate_limit_exceeded)."""
+    rate_limit_hit(request, "messages-sync", per_minute=settings.COVEL_SYNC_RATE_LIMIT_RPM, key=request.path)
     data = request_json(request)
     if "messages" not in data:
         raise InvalidRequest(code="invalid_request_body", message="body must be { messages: [...] }")

@@ -46,6 +46,12 @@ CORS_ALLOW_HEADERS = (
 CORS_EXPOSE_HEADERS = ("retry-after", "etag", "content-disposition", "allow")
 CORS_PREFLIGHT_MAX_AGE = 600
 RATE_LIMIT_RPM = env_int("RATE_LIMIT_RPM", 60, minimum=1)
+# Read and sync routes of a session (spec 004 §状态查询, §消息历史): requests a minute per client and
+# path, counted per deployment (covel/ratelimit.py). COVEL_CLIENT_IP_HEADER: the header a trusted
+# proxy puts the client address in (e.g. X-Forwarded-For); unset: REMOTE_ADDR.
+COVEL_READ_RATE_LIMIT_RPM = env_int("COVEL_READ_RATE_LIMIT_RPM", 120, minimum=1)
+COVEL_SYNC_RATE_LIMIT_RPM = env_int("COVEL_SYNC_RATE_LIMIT_RPM", 60, minimum=1)
+COVEL_CLIENT_IP_HEADER = env_str("COVEL_CLIENT_IP_HEADER", "") or ""
 COVEL_PORT = env_int("PORT", env_int("SERVER_PORT", 3001, minimum=1, maximum=65535), minimum=1, maximum=65535)
 
 # Event stream (spec 004 §事件系统), read at request time. Connection caps count this web process's
