@@ -16,3 +16,7 @@ DATABASES["default"]["TEST"] = {"NAME": str(_home / "test.db")}
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 COVEL_SESSION_LOCK_TIMEOUT_SECONDS = 5
 COVEL_ALLOWED_HOSTS = ["testserver"]
+# No background timers in the test process: tests run reapers and re-senders themselves.
+COVEL_INPROCESS_TIMERS = False
+# Tests never reach outside this machine: a refresh without its own local source fails at once.
+COVEL_MODEL_DB_URL = "http://127.0.0.1:9/model_prices_and_context_window.json"

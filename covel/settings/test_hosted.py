@@ -23,3 +23,7 @@ COVEL_ALLOWED_HOSTS = ["testserver"]
 # Subprocesses started by tests (daphne, Celery) must use DATABASES["default"]["NAME"] once
 # pytest-django has switched to the test database.
 DATABASES["default"]["TEST"] = {"NAME": f"test_covel_{os.getpid()}"}
+# No background timers in the test process: tests run reapers and re-senders themselves.
+COVEL_INPROCESS_TIMERS = False
+# Tests never reach outside this machine: a refresh without its own local source fails at once.
+COVEL_MODEL_DB_URL = "http://127.0.0.1:9/model_prices_and_context_window.json"

@@ -5,8 +5,9 @@ Bounded: MAX_EXAMPLES generated requests per operation (about 2,000 in all), der
 failure reproduces. Requests go through Django's WSGI handler in this process, so the middleware
 (Host check, body limits, JSON bodies, the envelope) runs as for a real client.
 
-Left out: routes that stream without end (the event stream) and the AI probes, which call model
-endpoints (tests/jobs/test_ai_api.py covers them against local fakes; nothing here leaves loopback).
+Left out: routes that stream without end (the event stream), the AI probes, which call model
+endpoints, and the model database refresh, which downloads its source (tests/jobs/test_ai_api.py
+and tests/jobs/test_model_db.py cover them against local fakes; nothing here leaves loopback).
 """
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from covel.wsgi import application
 
 MAX_EXAMPLES = 20
 ENVELOPE_KEYS = {"error", "code", "details"}
-EXCLUDED_PATHS = ("/api/events/stream", "/api/ai/ping", "/api/ai/models", "/api/ai/generate-world")
+EXCLUDED_PATHS = ("/api/events/stream", "/api/ai/ping", "/api/ai/models", "/api/ai/generate-world",
+                  "/api/model-db/refresh")
 
 schema = (
     schemathesis.openapi.from_wsgi("/api/openapi.json", application)
