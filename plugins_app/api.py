@@ -1,20 +1,25 @@
 """Plugin and framework endpoints (spec 004 插件管理 / 插件与世界安装).
 
-GET /plugins, GET /plugins/:id, GET /framework/capabilities, GET /plugin-flows,
-POST /install/validate/plugin and POST /install/plugin (plugins_app/install.py). Mounted at /api/ by
-covel.api. World installs, st-import and GET /framework/authoring are in sessions/api_install.py;
-session plugin data endpoints in turns/api_plugin_data.py.
+GET /plugins, GET /plugins/:id, GET /framework/capabilities, GET /framework/schemas/{name},
+GET /plugin-flows, POST /install/validate/plugin and POST /install/plugin (plugins_app/install.py).
+Mounted at /api/ by covel.api. World installs, st-import and GET /framework/authoring are in
+sessions/api_install.py; session plugin data endpoints in turns/api_plugin_data.py.
 """
 from __future__ import annotations
 
+import hashlib
+
+from django.http import HttpResponse
 from ninja import Router
 from ninja.responses import Status
 
+from covel.errors import NotFound
 from plugins_app import install
 from plugins_app import plugin_services as services
 from plugins_app.errors import PluginNotFound
 from plugins_app.install_requests import install_request_dispatch, validate_request
 from plugins_app.registry import plugin_registry
+from plugins_app.validation import SCHEMA_NAMES, schema_bytes
 
 router = Router(tags=["plugins"])
 
@@ -35,6 +40,26 @@ def get_plugin(request, plugin_id: str):
 @router.get("/framework/capabilities")
 def get_framework_capabilities(request):
     return services.capabilities()
+
+
+@router.get("/framework/schemas/{name}")
+def get_framework_schema(request, name: str):
+    """A published manifest schema (Draft 2020-12): plugin.json (PLUGIN.md frontmatter),
+    runtime.json (RUNTIME.md frontmatter), world.json (world.yaml, world data descriptor).
+
+    The loaders validate with these same files, so an editor pointed at this URL flags what the
+    server reports. 200 application/schema+json with an ETag and `Cache-Control: no-cache` (the URL
+    is stable across server versions, the content is not), 304 for a matching If-None-Match;
+    404 `{error, code: "not_found"}` for any other name (spec 004 §响应格式约定).
+    """
+    if name not in SCHEMA_NAMES:
+        raise NotFound(code="not_found", message=f"Unknown schema: {name}")
+    body = schema_bytes(name)
+    etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+    headers = {"ETag": etag, "Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
+    if request.headers.get("If-None-Match") == etag:
+        return HttpResponse(status=304, headers=headers)
+    return HttpResponse(body, content_type="application/schema+json", headers=headers)
 
 
 @router.get("/plugin-flows")

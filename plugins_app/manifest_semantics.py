@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from plugins_app.manifest_files import package_path_resolve
+from plugins_app.trust import action_is_reserved
 from plugins_app.manifest_types import (
     BUILTIN_TOOLS,
     CONTRACT_RE,
@@ -184,7 +185,6 @@ def dataset_tools(declaration: dict[str, Any]) -> tuple[str, ...]:
     return tuple(out)
 
 
-
 def contributes_semantics(contributes: Contributes, issues: list[Issue]) -> None:
     """Rules over contributes: duplicate declarations, tool names (and no framework tool
     shadowed), versioned service ids, command actions and arguments, dataset names/ops/tools,
@@ -202,6 +202,10 @@ def contributes_semantics(contributes: Contributes, issues: list[Issue]) -> None
             issues.append(error(CODE_INVALID_FIELD, f"invalid tool name {name!r}", rel, f"contributes.tools.{index}"))
         elif name in BUILTIN_TOOLS:
             issues.append(error("duplicate-declaration", f"tool {name!r} shadows a framework tool", rel, f"contributes.tools.{index}"))
+    for index, name in enumerate(contributes.actions):
+        # Framework approval keys are not action names (spec 000: 保留前缀规则在声明、注册和请求处都校验).
+        if action_is_reserved(name):
+            issues.append(error(CODE_INVALID_FIELD, f"action {name!r} uses a reserved framework prefix", rel, f"contributes.actions.{index}"))
     for index, contract in enumerate(contributes.services):
         if not CONTRACT_RE.match(contract):
             issues.append(error(CODE_INVALID_FIELD, f"service {contract!r} must be a versioned contract id (name@N)", rel, f"contributes.services.{index}"))
@@ -243,7 +247,6 @@ def contributes_semantics(contributes: Contributes, issues: list[Issue]) -> None
         if name in seen_kinds:
             issues.append(error("duplicate-declaration", f"action kind {name!r} is declared twice", rel, f"contributes.actionKinds.{index}.name"))
         seen_kinds.add(name)
-
 
 
 def runtime_paths_check(root: Path, runtime: RuntimeManifest, rel: str, prefix: str, issues: list[Issue]) -> None:

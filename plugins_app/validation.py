@@ -15,6 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal, Sequence
 
+from jsonschema import Draft202012Validator, validators
+from referencing import Registry
+from referencing.jsonschema import DRAFT202012
+
 Severity = Literal["error", "warning", "info"]
 
 SEVERITY_ERROR: Severity = "error"
@@ -264,10 +268,7 @@ def schema_document(name: str) -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=1)
-def _schema_registry() -> Any:
-    from referencing import Registry
-    from referencing.jsonschema import DRAFT202012
-
+def _schema_registry() -> Registry:
     # Registered without `$schema`: jsonschema picks the validator class of a referenced document
     # from its `$schema`, which would drop the integer rule below for everything behind a $ref.
     return Registry().with_resources(
@@ -282,13 +283,9 @@ def _integer(checker: Any, value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-@functools.lru_cache(maxsize=1)
-def _validator_class() -> Any:
-    from jsonschema import Draft202012Validator, validators
-
-    return validators.extend(
-        Draft202012Validator, type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _integer)
-    )
+_Validator = validators.extend(
+    Draft202012Validator, type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _integer)
+)
 
 
 @functools.lru_cache(maxsize=None)
@@ -297,7 +294,7 @@ def schema_validator(ref: str) -> Any:
     fragment ("world.json#/$defs/worldData"). Raises KeyError for an unknown schema name."""
     name = ref.split("#", 1)[0]
     schema_path(name)
-    return _validator_class()({"$ref": SCHEMA_BASE + ref}, registry=_schema_registry())
+    return _Validator({"$ref": SCHEMA_BASE + ref}, registry=_schema_registry())
 
 
 def schema_issues(instance: Any, ref: str, *, file: str | None, prefix: str = "") -> list[Issue]:
@@ -331,8 +328,8 @@ class _Located:
     resolver for its `$ref`s) and, per instance path step, how it was entered."""
 
     def __init__(self, validator: Any, err: Any) -> None:
-        resolver = _schema_registry().resolver()
-        node: Any = validator.schema
+        self.root_resolver = resolver = _schema_registry().resolver()
+        node: Any = validator.schema  # {"$ref": <the schema or definition validated against>}
         self.steps: list[tuple[str, Any, Any]] = []  # (property|item|entry, subschema, resolver)
         tokens = list(err.absolute_schema_path)
         index = 0
@@ -362,7 +359,6 @@ class _Located:
             else:
                 break
         self.node, self.resolver = node, resolver
-        self.root_resolver = _schema_registry().resolver()
 
     def reported_depth(self, path_length: int) -> int:
         """How many instance path steps the issue keeps: up to the first untitled item/entry."""
@@ -375,6 +371,7 @@ class _Located:
 
 
 def _deref(node: Any, resolver: Any, *, stop_at_title: bool = False) -> tuple[Any, Any]:
+    """Follow `$ref`s (stop_at_title: stop at a node that has its own title)."""
     while isinstance(node, dict) and "$ref" in node and not (stop_at_title and "title" in node):
         resolved = resolver.lookup(node["$ref"])
         node, resolver = resolved.contents, resolved.resolver
@@ -411,12 +408,14 @@ def _describe(node: Any, resolver: Any) -> str:
 
 
 def _got(value: Any) -> str:
+    """Name of a value's type in messages ("got int")."""
     if value is None:
         return "null"
     return {bool: "boolean", str: "string", int: "int", float: "float", list: "list", dict: "object"}.get(type(value), type(value).__name__)
 
 
 def _message(err: Any, located: _Located) -> str:
+    """The issue message of one jsonschema error (their own messages quote whole values)."""
     keyword, node = err.validator, located.node
     if keyword == "type":
         return f"expected {_describe(node, located.resolver)}, got {_got(err.instance)}"
@@ -425,7 +424,8 @@ def _message(err: Any, located: _Located) -> str:
     if keyword == "const":
         return f"must be {err.validator_value!r}; got {err.instance!r}"
     if keyword == "pattern":
-        return f"{err.instance!r} does not match {err.validator_value}"
+        what = f"a valid {node['title'].lower()}" if isinstance(node.get("title"), str) else "valid"
+        return f"{err.instance!r} is not {what} (pattern {err.validator_value})"
     if keyword in ("anyOf", "oneOf"):
         return f"expected {_describe(node, located.resolver)}, got {_got(err.instance)}"
     if keyword == "minProperties" and err.validator_value == 1:
@@ -475,11 +475,12 @@ def _branch_matches(validator: Any, node: Any, resolver: Any, value: Any) -> tup
 
 def _error_map(validator: Any, err: Any, root: Any, file: str | None, prefix: str,
                out: list[tuple[tuple, Issue]]) -> None:
+    """Append (document position, Issue) pairs for one jsonschema error to `out`."""
     located = _Located(validator, err)
     path = list(err.absolute_path)
     keyword = err.validator
     if keyword == "additionalProperties" and err.validator_value is False and isinstance(err.instance, dict):
-        declared = located.node.get("properties", {})
+        declared = located.node.get("properties", {})  # the schemas use no patternProperties
         for key in err.instance:
             if key not in declared:
                 out.append((_position(root, [*path, key]),

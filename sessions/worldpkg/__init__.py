@@ -1,1 +1,6 @@
-"""World package helpers (pure Python): dimensions, overlays, zip checks. See sessions/world_packages.py."""
+"""World package loading, split by concern (pure Python); the entry point is sessions/world_packages.py.
+
+model (constants, dataclasses), files (parsing, overlays, paths), manifest (world.yaml rules beside
+the published schema), sources (world data descriptor), content (files, dimensions, locales),
+dimensions (dimension definitions, import/export).
+"""

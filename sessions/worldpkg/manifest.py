@@ -33,6 +33,7 @@ from sessions.worldpkg.model import (
     LOCALE_RE,
     LORE_FILE,
     MUSIC_SUFFIXES,
+    VIEW_MODES,
     WORLD_FILE,
     WORLD_ID_RE,
     PackSpec,
@@ -100,7 +101,7 @@ def world_manifest_apply(world: WorldPackage, manifest: dict[str, Any], *, expec
     if isinstance(settings, dict) and all(isinstance(v, dict) for v in settings.values()):
         world.plugin_settings = settings
     view_mode = manifest.get("defaultViewMode")
-    world.default_view_mode = view_mode if view_mode in ("stage", "parsed") else None
+    world.default_view_mode = view_mode if view_mode in VIEW_MODES else None
     for key, suffixes, attr in (("cover", IMAGE_SUFFIXES, "cover"), ("themeMusic", MUSIC_SUFFIXES, "theme_music")):
         value = manifest.get(key)
         if not isinstance(value, str):

@@ -24,7 +24,7 @@ LOCALE_RE = re.compile(r"^[a-z]{2,3}(-[A-Z][a-z]{3})?(-[A-Z]{2}|-[0-9]{3})?$")
 SOURCE_FILE = "file"  # metadata.source of builtin (read-only) worlds
 SOURCE_USER = "user-file"  # worlds under COVEL_HOME/worlds
 SOURCE_GENERATED = "generated-file"  # user worlds installed through /api/install/* (spec 004 安装世界)
-INSTALL_MARKER = ".covel-install.json"  # written by plugins_app/install.py into installed packages
+INSTALL_MARKER = ".covel-install.json"  # written by sessions/world_install.py into installed worlds
 
 _WORLD_SCHEMA = schema_document("world.json")
 LEGACY_WORLD_FIELDS = {"requiredPlugins", "recommendedPlugins", "excludedPlugins", "characterAttributes", "memoryBlocks"}
@@ -36,6 +36,8 @@ PACK_FIELDS = set(_WORLD_SCHEMA["$defs"]["pack"]["properties"])
 SOURCE_FIELDS = set(_WORLD_SCHEMA["$defs"]["dataSource"]["properties"])
 ATTRIBUTE_TYPES = {"string", "number", "boolean", "enum", "array", "object", "map"}
 SOURCE_KINDS = {"yaml", "json", "media", "markdown"}
+SOURCE_VISIBILITIES = ("public", "hidden")  # hidden sources are not shown to players
+VIEW_MODES = ("stage", "parsed")  # defaultViewMode (null: not set)
 TARGET_RE = re.compile(r"^(lorebook|characters|media|world:metadata\.[A-Za-z0-9_.]+|contract:[a-z0-9][a-z0-9._-]*@[0-9]+(\+lorebook)?)$")
 SCHEMA_URI_RE = re.compile(r"^(covel://world/dimensions|contract:[a-z0-9][a-z0-9._-]*@[0-9]+)$")
 DIMENSIONS_TARGET = "world:metadata.dimensions"
