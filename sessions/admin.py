@@ -1,4 +1,6 @@
 from django.contrib import admin
+from django.urls import NoReverseMatch, reverse
+from django.utils.html import format_html, format_html_join
 
 from . import models
 
@@ -26,7 +28,32 @@ class SessionAdmin(admin.ModelAdmin):
     list_filter = ("status", "phase", "locale", "world_id")
     search_fields = ("id", "world_id", "title")
     exclude = ("owner_token_hash", "incarnation")
-    readonly_fields = ("event_epoch", "event_seq", "deletion_state", "deletion_started_at", "phase", "setup_runtimes", "completed_player_turns", "created_at", "updated_at")
+    readonly_fields = ("related", "event_epoch", "event_seq", "deletion_state", "deletion_started_at", "phase",
+                       "setup_runtimes", "completed_player_turns", "created_at", "updated_at")
+    ordering = ("-created_at",)
+    # (admin changelist URL name, label, filter field): what an operator follows from a session.
+    RELATED = (
+        ("admin:turns_turnresult_changelist", "turns", "session"),
+        ("admin:turns_execution_changelist", "executions", "session"),
+        ("admin:jobs_runtimejob_changelist", "runtime jobs", "session"),
+        ("admin:turns_runtimeoutput_changelist", "runtime outputs", "session"),
+        ("admin:turns_traceevent_changelist", "trace events", "session"),
+        ("admin:covel_sessions_snapshot_changelist", "snapshots", "session"),
+        ("admin:covel_sessions_chatmessage_changelist", "messages", "session"),
+    )
+
+    def has_add_permission(self, request):
+        return False  # sessions are created through POST /api/sessions (owner token, world resolution)
+
+    @admin.display(description="related records")
+    def related(self, session):
+        links = []
+        for name, label, field in self.RELATED:
+            try:
+                links.append(format_html('<a href="{}?{}={}">{}</a>', reverse(name), field, session.pk, label))
+            except NoReverseMatch:  # an app whose admin is not installed
+                continue
+        return format_html_join(" · ", "{}", ((link,) for link in links))
 
 
 @admin.register(models.Character)

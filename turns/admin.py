@@ -18,6 +18,7 @@ class ExecutionAdmin(_ReadOnlyAdmin):
     list_display = ("id", "session", "type", "status", "request_id", "claimed_by", "created_at", "finished_at")
     list_filter = ("status", "type")
     search_fields = ("id", "request_id", "session__id", "trace_id", "turn_id")
+    ordering = ("-created_at",)  # newest first: a UUID order means nothing to an operator
 
 
 @admin.register(models.TurnResult)
@@ -25,6 +26,7 @@ class TurnResultAdmin(_ReadOnlyAdmin):
     list_display = ("turn_id", "session", "origin", "committed", "abort_reason", "player_turn_index", "created_at")
     list_filter = ("committed", "origin")
     search_fields = ("turn_id", "session__id")
+    ordering = ("-created_at",)
 
 
 @admin.register(models.TraceEvent)
@@ -46,6 +48,7 @@ class RuntimeOutputAdmin(_ReadOnlyAdmin):
     list_display = ("output_id", "session", "turn_id", "plugin_id", "runtime_id", "status", "created_at")
     list_filter = ("status", "plugin_id")
     search_fields = ("output_id", "turn_id", "session__id")
+    ordering = ("-created_at",)
 
 
 @admin.register(models.Suspension)
