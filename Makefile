@@ -3,7 +3,7 @@
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
-PORT ?= 3001
+PORT ?= $(or $(SERVER_PORT),3001)
 COVEL_BIND_HOST ?= 127.0.0.1
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/covel
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
@@ -14,8 +14,9 @@ PYTEST_ARGS ?=
 $(VENV)/.installed: requirements.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (found %s)" % sys.version.split()[0])'
 	$(PYTHON) -m venv $(VENV)
+	@echo "Installing requirements.txt into $(VENV) (the first time takes a minute or two)..."
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --progress-bar off --disable-pip-version-check -r requirements.txt
 	touch $@
 
 install: $(VENV)/.installed
@@ -24,6 +25,7 @@ migrate: install
 	$(PY) manage.py migrate --noinput
 
 run: migrate
+	@echo "Covel serves http://$(COVEL_BIND_HOST):$(PORT) (API docs: /api/docs, admin: /admin/). Ctrl-C stops it."
 	$(VENV)/bin/daphne -b $(COVEL_BIND_HOST) -p $(PORT) covel.asgi:application
 
 # Celery worker for the hosted shape (DATABASE_URL and REDIS_URL must be set).

@@ -17,11 +17,16 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import httpx
 from django.core.management.base import BaseCommand, CommandError
 
 from plugins_app.management.play_client import PlayClient, PlayError, Transcript, form_answer, form_text
 
-DEFAULT_SERVER = "http://127.0.0.1:3001"
+def _default_server() -> str:
+    """The server `make run` starts: PORT (or SERVER_PORT), default 3001, on loopback."""
+    from django.conf import settings
+
+    return f"http://127.0.0.1:{settings.COVEL_PORT}"
 MAX_SETUP_ROUNDS = 8
 FALLBACK_LINES = {
     "zh": ["我先四下看看，找找线索。", "我向身边的人打听昨夜的事。", "我把看到的都记下来。"],
@@ -37,7 +42,7 @@ class Command(BaseCommand):
     help = "Play a session over HTTP against a running server: form, opening, N turns, resulting state."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--server", default=DEFAULT_SERVER, help=f"server base URL (default {DEFAULT_SERVER})")
+        parser.add_argument("--server", default=None, help="server base URL (default http://127.0.0.1:$PORT, PORT 3001)")
         parser.add_argument("--world", default="yanhui-ferry", help="world id (default yanhui-ferry)")
         parser.add_argument("--locale", default=None, help="session locale (default: the world's)")
         parser.add_argument("--turns", type=int, default=3, help="say turns after the opening (default 3)")
@@ -49,10 +54,14 @@ class Command(BaseCommand):
         if options["turns"] < 0:
             raise CommandError("--turns must be 0 or more")
         logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per request otherwise
+        options["server"] = options["server"] or _default_server()
         try:
             self._play(options)
         except PlayError as exc:
             raise CommandError(str(exc)) from None
+        except httpx.TransportError as exc:
+            raise CommandError(f"no Covel server answers at {options['server']} ({exc.__class__.__name__}); "
+                               "start one with `make run` or pass --server") from None
 
     # ----------------------------------------------------------------------------------- play
 
