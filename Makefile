@@ -28,9 +28,10 @@ run: migrate
 	@echo "Covel serves http://$(COVEL_BIND_HOST):$(PORT) (API docs: /api/docs, admin: /admin/). Ctrl-C stops it."
 	$(VENV)/bin/daphne -b $(COVEL_BIND_HOST) -p $(PORT) covel.asgi:application
 
-# Celery worker for the hosted shape (DATABASE_URL and REDIS_URL must be set).
+# Celery worker for the hosted shape (DATABASE_URL and REDIS_URL must be set); each gets a unique
+# node name (covel-<pid>@<host>), so several can run on one machine.
 worker: install
-	COVEL_DB_CONN_MAX_AGE=$${COVEL_DB_CONN_MAX_AGE:-60} $(VENV)/bin/celery -A covel worker -Q turns,jobs,media,worldgen --concurrency 4 --loglevel INFO
+	COVEL_DB_CONN_MAX_AGE=$${COVEL_DB_CONN_MAX_AGE:-60} $(VENV)/bin/celery -A covel worker -n covel-$$$$@%h -Q turns,jobs,media,worldgen --concurrency 4 --loglevel INFO
 
 test: install
 	$(MAKE) --no-print-directory lint-imports
