@@ -4,6 +4,8 @@ data, the latest trace events and the event cursor to subscribe from.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from plugins_app.selectors_plugin_data import plugin_data_visible
@@ -42,9 +44,30 @@ def session_view(session: Session, registry) -> dict[str, Any]:
         "characters": characters_list(fresh),
         "plugins": runnable,
         "pluginData": plugin_data_visible(fresh, plugin_ids=runnable),
-        "executionSteps": [trace_event_out(e, i) for i, e in enumerate(steps)],
+        "executionSteps": [view_step(trace_event_out(e, i)) for i, e in enumerate(steps)],
         "eventCursor": cursor,
         "submittedInteractions": submitted,
         "dimensions": dimensions_public(fresh),
         "dimensionSettlements": [],
     }
+
+
+# llm.calling carries the whole prompt of every model call — about 85% of a view's bytes in the
+# builtin game (2.1 MB at turn 10). The view's timeline needs the call, not the prompt: it gets the
+# message count and a digest, and GET /api/traces/:sessionId keeps the full prompt.
+PROMPT_EVENT = "llm.calling"
+
+
+def view_step(event: dict[str, Any]) -> dict[str, Any]:
+    """A trace event as the view lists it: llm.calling without ``payload.messages``, with
+    ``messageCount`` and ``promptDigest`` (first 16 hex digits of the prompt's SHA-256) instead;
+    every other event unchanged."""
+    payload = event.get("payload")
+    if event.get("type") != PROMPT_EVENT or not isinstance(payload, dict) or "messages" not in payload:
+        return event
+    messages = payload["messages"]
+    digest = hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()
+    slim = {k: v for k, v in payload.items() if k != "messages"}
+    slim.update(messageCount=len(messages) if isinstance(messages, list) else 0, promptDigest=digest[:16])
+    return {**event, "payload": slim}
+

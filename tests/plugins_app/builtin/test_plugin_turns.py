@@ -142,3 +142,14 @@ def test_message_history_rebuilds_every_ui_block(client, yanhui):
         blocks = {m["id"]: m.get("block") for m in items if m.get("kind") == "ui"}
         assert {k: v for k, v in blocks.items() if k in streamed} == {k: streamed[k] for k in blocks}, items
     assert {m["id"]: m["block"] for m in full if m.get("kind") == "ui"} == streamed
+
+
+def test_the_view_lists_model_calls_without_their_prompts(client, yanhui):
+    view = get_json(client, yanhui, f"/api/sessions/{yanhui.id}/view")
+    calls = [e for e in view["executionSteps"] if e["type"] == "llm.calling"]
+    traces = get_json(client, yanhui, f"/api/traces/{yanhui.id}")
+    full = {e["id"]: e for e in traces["events"] if e["type"] == "llm.calling"}
+    assert calls and all("messages" not in c["payload"] for c in calls)
+    for call in calls:
+        prompt = full[call["id"]]["payload"]["messages"]  # the trace route keeps the whole prompt
+        assert call["payload"]["messageCount"] == len(prompt) > 0 and len(call["payload"]["promptDigest"]) == 16
