@@ -26,6 +26,7 @@ from django.db import IntegrityError, transaction
 
 from turns.engine import trace as T
 from turns.engine.appliers import appliers
+from turns.engine.appliers.narrative import story_content, story_segments
 from turns.engine.appliers.base import CommitContext, ProposalRejected
 from turns.engine.appliers.plugin_data import plugin_data_forget, plugin_data_prefetch
 from turns.engine.appliers.interaction import interaction_record
@@ -161,9 +162,11 @@ def turn_commit(*, session_id: str, plan: CommitPlan, results: list[RuntimeResul
                 hook(session)
             for result in results:
                 if result.is_story and result.status == STATUS_SUCCESS and result.text:
+                    segments = story_segments(result.text)
                     ChatMessage.objects.create(session=session, message_id=str(uuid.uuid4()), role="assistant", kind="story",
-                                               content=result.text, turn_id=turn.turn_id,
-                                               metadata={"pluginId": result.plugin_id, "runtimeId": result.runtime_id})
+                                               content=story_content(segments, result.text), turn_id=turn.turn_id,
+                                               metadata={"pluginId": result.plugin_id, "runtimeId": result.runtime_id,
+                                                         "segments": segments})
                     TurnMessage.objects.create(session=session, turn_id=turn.turn_id, runtime_id=result.runtime_id,
                                                role="assistant", content={"text": result.text})
             RuntimeOutput.objects.bulk_create([

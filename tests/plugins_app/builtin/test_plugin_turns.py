@@ -153,3 +153,15 @@ def test_the_view_lists_model_calls_without_their_prompts(client, yanhui):
     for call in calls:
         prompt = full[call["id"]]["payload"]["messages"]  # the trace route keeps the whole prompt
         assert call["payload"]["messageCount"] == len(prompt) > 0 and len(call["payload"]["promptDigest"]) == 16
+
+
+def test_story_messages_carry_narration_segments(client, yanhui):
+    items = get_json(client, yanhui, f"/api/sessions/{yanhui.id}/messages")["items"]
+    stories = [m for m in items if m.get("kind") == "story"]
+    assert len(stories) >= 3  # the opening and two turns
+    for story in stories:
+        assert story["segments"] and all(s["kind"] == "narration" and s["text"] for s in story["segments"])
+        assert story["content"] == "\n\n".join(s["text"] for s in story["segments"])
+    view = get_json(client, yanhui, f"/api/sessions/{yanhui.id}/view")["messages"]
+    assert [m["segments"] for m in view if m.get("kind") == "story"] == [m["segments"] for m in stories][-len(
+        [m for m in view if m.get("kind") == "story"]):]
