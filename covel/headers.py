@@ -13,14 +13,32 @@ from covel.errors import ApiError
 CODE_INVALID_PROVIDER_KEYS = "invalid_provider_keys"
 
 
+def _has_lone_surrogate(value: Any) -> bool:
+    """True when a decoded JSON value holds a string with an unpaired surrogate (``"\\ud800"``):
+    such a string cannot be encoded as UTF-8, so it would fail later (in a response, a log line,
+    an outbound request) as a 500 instead of here as a 400."""
+    if isinstance(value, str):
+        return any("\ud800" <= ch <= "\udfff" for ch in value)
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(v) for v in value)
+    return False
+
+
 def b64_json_header(raw: str, *, code: str, what: str) -> dict[str, Any]:
     """Decode a header holding base64(JSON object) (raw JSON accepted too). Raises 400 ``code``
-    (also for JSON nested too deeply for the parser)."""
+    for anything else: a value that is not ASCII (HTTP carries header bytes; the server reads
+    them as Latin-1, so non-ASCII text arrives garbled and base64 never contains it — send
+    base64, or ``\\u`` escapes in raw JSON), bad base64, invalid UTF-8 or JSON, JSON nested too
+    deeply for the parser, strings with unpaired surrogates, or a non-object."""
     text = raw.strip()
+    if not text.isascii():
+        raise ApiError(400, code, f"{what} must be ASCII (base64 of the JSON)")
     if not text.startswith("{"):
         try:
             text = base64.b64decode(text, validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
+        except (binascii.Error, ValueError):  # ValueError covers UnicodeDecodeError
             raise ApiError(400, code, f"{what} is not base64 JSON") from None
     try:
         value = json.loads(text)
@@ -28,6 +46,12 @@ def b64_json_header(raw: str, *, code: str, what: str) -> dict[str, Any]:
         raise ApiError(400, code, f"{what} is not JSON") from None
     if not isinstance(value, dict):
         raise ApiError(400, code, f"{what} must be a JSON object")
+    try:
+        broken = _has_lone_surrogate(value)
+    except RecursionError:
+        raise ApiError(400, code, f"{what} is nested too deeply") from None
+    if broken:
+        raise ApiError(400, code, f"{what} holds text that is not valid Unicode")
     return value
 
 

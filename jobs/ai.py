@@ -1,18 +1,26 @@
 """Model probes of the AI endpoints (spec 004 AI 生成): POST /api/ai/ping, POST /api/ai/models,
 GET /api/ai/protocols. Slots come from the engine's llm.toml loader and calls go through the
-engine's provider clients (turns.engine.providers); nothing here talks HTTP to a model itself
-except the model-list read of POST /api/ai/models.
+engine's provider clients (turns.engine.providers); the model-list read of POST /api/ai/models
+is the only request made here, and it too goes through covel.outbound.
+
+Who may call them follows the spec's endpoint table (jobs/api.py): POST /api/ai/ping is open in
+every tier, POST /api/ai/models needs the operator token in demo/commercial (托管部署需运维 token);
+visitors test and list with their own keys (§生产 MemoryStore 例外: 列出服务商的模型和测试模型保持开放).
+What keeps an open probe safe is covel.outbound, not a closed route: a target the request
+describes (X-Slot-Config ``customPresets``, the body ``baseUrl``) never receives a server key,
+passes the SSRF guard, and its failures all read alike.
 """
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
 from jobs.config_services import llm_config_active, provider_base_url_valid, slots_effective
+from covel import outbound
 from covel.errors import ApiError
 from covel.headers import b64_json_header, provider_keys_from_request
 from turns.engine.providers import config as llm
@@ -22,15 +30,18 @@ CODE_INVALID_LLM_CONFIGURATION = "invalid_llm_configuration"
 PING_TARGET_FIELDS = ("presetId", "modelRef", "slot")
 PING_PROMPT = "Reply with the single word: pong"
 PING_MAX_OUTPUT_TOKENS = 8
-DEFAULT_OPENAI_BASE_URL = "https://api.openai.com/v1"
 MODELS_TIMEOUT_SECONDS = 15.0
 MODELS_MAX_IDS = 2000
+#: Most bytes of a model list read (large catalogues with descriptions stay well below this).
+MODELS_MAX_BYTES = 16 * 1024 * 1024
 PROTOCOLS = [{"id": llm.PROTOCOL_OPENAI_CHAT, "label": "OpenAI Chat", "output": "text"}]
 MODELS_FIELDS = ("provider", "baseUrl", "protocol")
 
 
 def _preset_from(raw: Any, preset_id: str) -> llm.SlotConfig:
-    """A customPresets entry ``{provider, model, baseUrl?, protocol?}`` as a slot named after it."""
+    """A customPresets entry ``{provider, model, baseUrl?, protocol?}`` as a slot named after it,
+    marked request-supplied (covel.outbound: guarded, never a server key — even without a
+    ``baseUrl``, since the preset and its model are the client's choice)."""
     if not isinstance(raw, dict) or not isinstance(raw.get("provider"), str) or not isinstance(raw.get("model", ""), str):
         raise ApiError(400, CODE_INVALID_LLM_CONFIGURATION, f"customPresets.{preset_id} needs provider and model strings")
     provider = raw["provider"]
@@ -40,7 +51,8 @@ def _preset_from(raw: Any, preset_id: str) -> llm.SlotConfig:
     base_url = raw.get("baseUrl")
     if base_url is not None and not provider_base_url_valid(base_url):
         raise ApiError(400, CODE_INVALID_LLM_CONFIGURATION, f"customPresets.{preset_id}.baseUrl must be an http(s) URL")
-    return llm.SlotConfig(name=preset_id, provider=provider, model=raw.get("model", ""), base_url=base_url, protocol=protocol)
+    return llm.SlotConfig(name=preset_id, provider=provider, model=raw.get("model", ""), base_url=base_url, protocol=protocol,
+                          is_request_supplied=True)
 
 
 @dataclass
@@ -90,6 +102,10 @@ def _ping_target(body: dict[str, Any]) -> tuple[str | None, str | None]:
 def _error_kind(exc: ModelError) -> str:
     if exc.code == "idle_timeout":
         return "timeout"
+    if exc.code in outbound.REFUSAL_CODES:
+        return "config"
+    if exc.code == "unreachable":
+        return "unreachable"
     if exc.code == "no_key" or exc.status in (401, 403):
         return "auth"
     if exc.status == 404:
@@ -102,9 +118,15 @@ def _error_kind(exc: ModelError) -> str:
         return "protocol"
     if exc.code == "not_configured":
         return "config"
-    if exc.status is None and "request failed" in exc.message:
-        return "unreachable"
     return "unknown"
+
+
+def _failure(exc: ModelError) -> dict[str, Any]:
+    """``{error, errorKind, code?}`` of a failed probe; ``code`` names an outbound refusal."""
+    out: dict[str, Any] = {"error": exc.message, "errorKind": _error_kind(exc)}
+    if exc.code in outbound.REFUSAL_CODES:
+        out["code"] = exc.code
+    return out
 
 
 def _resolve(kind: str | None, value: str | None, routing: SlotRouting) -> tuple[llm.SlotConfig | None, str, str | None]:
@@ -140,6 +162,10 @@ def ping(request, body: dict[str, Any]) -> dict[str, Any]:
     fallback). Returns 200 ``{ok, latencyMs, ttfbMs?, text?, testedTarget, error?, errorKind?}``.
     Raises 400 invalid_request (unknown field, several targets), 400 invalid_llm_configuration
     (bad X-Slot-Config), 400 invalid_provider_keys; no model request is sent in those cases.
+    Keys: a server preset or slot uses the request's key or, at a trusted origin, the server's;
+    a ``modelRef`` (customPresets) uses only the request's. An endpoint covel.outbound refuses is
+    ``ok: false`` with ``errorKind: "config"`` and ``code`` (``target_not_allowed`` |
+    ``model_relay_unavailable``), sent nothing.
     """
     kind, value = _ping_target(body)
     routing = slot_routing_from_request(request)
@@ -152,7 +178,7 @@ def ping(request, body: dict[str, Any]) -> dict[str, Any]:
     label = kind if kind in ("presetId", "modelRef") else "slot"
     tested = {label: value or slot.name, "provider": slot.provider, "model": slot.model, "resolvedVia": resolved_via}
     router = llm.ModelRouter(llm.ModelConfig(slots={slot.name: slot}), provider_keys=keys)
-    api_key = llm.api_key_for(slot.provider, keys) if slot.provider != llm.PROVIDER_SCRIPTED else None
+    api_key = router.key_for(slot)
     if slot.provider != llm.PROVIDER_SCRIPTED and not api_key and slot.base_url is None:
         return {"ok": False, "latencyMs": 0, "error": f"no API key for provider {slot.provider!r}", "errorKind": "auth",
                 "testedTarget": tested}
@@ -168,8 +194,7 @@ def ping(request, body: dict[str, Any]) -> dict[str, Any]:
             if isinstance(item, ModelResponse):
                 break
     except ModelError as exc:
-        return {"ok": False, "latencyMs": int((time.monotonic() - started) * 1000), "error": exc.message,
-                "errorKind": _error_kind(exc), "testedTarget": tested}
+        return {"ok": False, "latencyMs": int((time.monotonic() - started) * 1000), **_failure(exc), "testedTarget": tested}
     out: dict[str, Any] = {"ok": True, "latencyMs": int((time.monotonic() - started) * 1000),
                            "text": f"{slot.name} ({slot.provider}/{slot.model or slot.provider})", "testedTarget": tested}
     if ttfb_ms is not None:
@@ -182,22 +207,41 @@ def protocols_list() -> dict[str, Any]:
     return {"protocols": [dict(p) for p in PROTOCOLS]}
 
 
-def _origin(url: str) -> tuple[str, str, int | None] | None:
-    """(scheme, host, port) of a URL; None when it has no valid origin."""
+def _model_ids(raw: bytes) -> list[str] | None:
+    """The ids of an OpenAI-compatible model list (``{"data": [{"id": str, ...}, ...]}``), or None
+    when ``raw`` is anything else (then nothing of it is returned to the caller)."""
     try:
-        parts = urlsplit(url)
-        return parts.scheme, (parts.hostname or "").lower(), parts.port
-    except ValueError:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
         return None
+    if not isinstance(data, dict) or not isinstance(data.get("data"), list):
+        return None
+    if not all(isinstance(m, dict) and isinstance(m.get("id"), str) for m in data["data"]):
+        return None
+    return [m["id"] for m in data["data"]]
+
+
+def _is_model_error_body(raw: bytes) -> bool:
+    """True for a model API's JSON error answer (``{"error": {...} | "..."}``)."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and isinstance(data.get("error"), (dict, str))
 
 
 def models_list(request, body: dict[str, Any]) -> dict[str, Any]:
     """POST /api/ai/models ``{provider, baseUrl?, protocol?}``: model ids from ``GET {baseUrl}/models``.
 
     400 on unknown fields / unknown protocol / missing provider / a baseUrl that is not an http(s)
-    URL. A failed read is 200 ``{ok: false, models: [], error, errorKind}``. The server's ``{PROVIDER}_API_KEY`` is sent only
-    to that provider's configured origin; a key in X-Provider-Keys goes to the requested baseUrl.
-    15 s timeout, at most 2000 ids.
+    URL. A failed read is 200 ``{ok: false, models: [], error, errorKind, code?}``. Without a
+    ``baseUrl`` the endpoint is the provider's, as the operator configured it (llm.toml) or built
+    in; the server's ``{PROVIDER}_API_KEY`` goes there only when its origin is trusted for the
+    provider. A body ``baseUrl`` is request-supplied: only the X-Provider-Keys key is sent, the
+    address passes the SSRF guard (refused: ``errorKind "config"`` with ``code``), redirects are
+    followed at most 5 times with every Location checked again, and an answer that is not a model
+    list (or a model API's JSON error) reads "could not reach the model endpoint" — nothing of it
+    is echoed. 15 s timeout, at most 2000 ids.
     """
     unknown = [k for k in body if k not in MODELS_FIELDS]
     if unknown:
@@ -215,30 +259,43 @@ def models_list(request, body: dict[str, Any]) -> dict[str, Any]:
         raise ApiError(400, "invalid_request", f"Unknown protocol: {protocol}")
     keys = provider_keys_from_request(request)
     config, _ = llm_config_active()
-    configured = [s.base_url for s in config.slots.values() if s.provider == provider and s.base_url]
-    trusted = configured[0] if configured else (DEFAULT_OPENAI_BASE_URL if provider == llm.PROVIDER_OPENAI else None)
-    base_url = (body.get("baseUrl") or trusted or "").rstrip("/")
+    is_request_supplied = bool(body.get("baseUrl"))
+    if is_request_supplied:
+        base_url = body["baseUrl"].rstrip("/")
+    else:
+        configured = [s.base_url for s in config.slots.values() if s.provider == provider and s.base_url]
+        base_url = (configured[0] if configured else llm.PROVIDER_DEFAULT_BASE_URLS.get(provider) or "").rstrip("/")
     out: dict[str, Any] = {"ok": False, "models": [], "baseUrl": base_url or None, "protocol": protocol}
     if provider == llm.PROVIDER_SCRIPTED:
         return {**out, "ok": True, "models": [llm.PROVIDER_SCRIPTED]}
     if not base_url:
         return {**out, "error": f"no baseUrl known for provider {provider!r}", "errorKind": "config"}
-    key = keys.get(provider)
-    if not key and trusted and _origin(trusted) is not None and _origin(trusted) == _origin(base_url):
-        key = llm.api_key_for(provider, None)
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    key = outbound.provider_key_for(provider, base_url, request_keys=keys, is_request_supplied=is_request_supplied)
+    unreachable = {**out, "error": outbound.MESSAGE_UNREACHABLE, "errorKind": "unreachable"}
     try:
-        response = httpx.get(f"{base_url}/models", headers=headers, timeout=MODELS_TIMEOUT_SECONDS)
-    except httpx.TimeoutException:
-        return {**out, "error": "the provider did not answer within 15 s", "errorKind": "timeout"}
+        with outbound.send("GET", f"{base_url}/models", is_request_supplied=is_request_supplied, key=key,
+                           headers={"Accept": "application/json"}, timeout=MODELS_TIMEOUT_SECONDS,
+                           max_redirects=outbound.MAX_REDIRECTS) as response:
+            status = response.status_code
+            raw = outbound.read_limited(response, MODELS_MAX_BYTES)
+    except outbound.TargetRefused as exc:
+        return {**out, "error": exc.message, "errorKind": "config", "code": exc.code}
+    except outbound.OutboundError as exc:
+        if is_request_supplied:
+            return unreachable
+        if exc.code == outbound.CODE_TIMEOUT:
+            return {**out, "error": f"the provider did not answer within {MODELS_TIMEOUT_SECONDS:g} s", "errorKind": "timeout"}
+        return {**out, "error": outbound.redact(exc.message, key), "errorKind": "unreachable"}
     except httpx.HTTPError as exc:
-        return {**out, "error": f"provider request failed: {type(exc).__name__}", "errorKind": "unreachable"}
-    if response.status_code >= 400:
-        kind = _error_kind(ModelError("provider_error", "", status=response.status_code))
-        return {**out, "error": f"provider returned HTTP {response.status_code}", "errorKind": kind}
-    try:
-        data = response.json()
-        ids = [m["id"] for m in data.get("data", []) if isinstance(m, dict) and isinstance(m.get("id"), str)]
-    except (ValueError, AttributeError):
-        return {**out, "error": "the provider's model list is not JSON", "errorKind": "protocol"}
+        return unreachable if is_request_supplied else {**out, "error": f"the provider's answer broke off ({type(exc).__name__})",
+                                                        "errorKind": "unreachable"}
+    if status >= 400:
+        if is_request_supplied and not _is_model_error_body(raw):
+            return unreachable
+        kind = _error_kind(ModelError("provider_error", "", status=status))
+        return {**out, "error": f"provider returned HTTP {status}", "errorKind": kind}
+    ids = _model_ids(raw) if 200 <= status < 300 else None
+    if ids is None:
+        return unreachable if is_request_supplied else {**out, "error": "the provider's answer is not a model list",
+                                                        "errorKind": "protocol"}
     return {**out, "ok": True, "models": ids[:MODELS_MAX_IDS]}

@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 from django.conf import settings
 
+from covel import outbound
 from covel.errors import ApiError
 
 BUNDLED_PATH = Path(__file__).resolve().parent / "data" / "model_db.json.gz"
@@ -224,18 +225,16 @@ def model_db_refresh() -> dict[str, Any]:
     when the download or its parsing fails. The URL is the operator's setting, never a request's."""
     url = settings.COVEL_MODEL_DB_URL
     try:
-        with httpx.Client(timeout=settings.COVEL_MODEL_DB_TIMEOUT_SECONDS, follow_redirects=False) as client:
-            with client.stream("GET", url) as response:
-                if response.status_code != 200:
-                    raise ValueError(f"upstream answered HTTP {response.status_code}")
-                body = bytearray()
-                for chunk in response.iter_bytes():
-                    body.extend(chunk)
-                    if len(body) > REFRESH_MAX_BYTES:
-                        raise ValueError("the model list is too large")
-        data = trimmed(json.loads(bytes(body)), source=f"LiteLLM model list from {url}")
-    except (httpx.HTTPError, ValueError, RecursionError) as exc:
-        raise ApiError(502, CODE_REFRESH_FAILED, f"The model database could not be refreshed: {exc}") from None
+        # The operator's URL (not request-supplied): no SSRF guard, no key; redirects re-checked.
+        with outbound.send("GET", url, is_request_supplied=False, timeout=settings.COVEL_MODEL_DB_TIMEOUT_SECONDS,
+                           max_redirects=3) as response:
+            if response.status_code != 200:
+                raise ValueError(f"upstream answered HTTP {response.status_code}")
+            body = outbound.read_limited(response, REFRESH_MAX_BYTES)
+        data = trimmed(json.loads(body), source=f"LiteLLM model list from {url}")
+    except (outbound.OutboundError, httpx.HTTPError, ValueError, RecursionError) as exc:
+        reason = exc.message if isinstance(exc, outbound.OutboundError) else str(exc)
+        raise ApiError(502, CODE_REFRESH_FAILED, f"The model database could not be refreshed: {reason}") from None
     cache = _cache_path()
     cache.parent.mkdir(parents=True, exist_ok=True)
     partial = cache.with_suffix(".partial")

@@ -193,6 +193,52 @@ COVEL_MODEL_DB_URL = env_str(
     "COVEL_MODEL_DB_URL", "https://raw.githubusercontent.com/BerriAI/litellm/main/model_prices_and_context_window.json")
 COVEL_MODEL_DB_TIMEOUT_SECONDS = env_int("COVEL_MODEL_DB_TIMEOUT_SECONDS", 30, minimum=1, maximum=600)
 
+
+# Outbound requests (covel/outbound.py). COVEL_PROVIDER_ORIGINS: the origins each provider's server
+# key ({PROVIDER}_API_KEY) may be sent to (spec 004 POST /api/ai/models: 服务端环境里的密钥只发往
+# 该服务商的可信同源地址), as comma-separated ``provider=origin`` pairs; a provider named there gets
+# exactly the listed origins instead of its default. A provider absent from the table trusts the
+# baseUrl the operator wrote for it in llm.toml. COVEL_OUTBOUND_ALLOW: CIDRs, addresses or host
+# names of the operator's own model servers that request-supplied targets may reach in the shared
+# tiers (loopback and private addresses are refused there otherwise, spec 004 §本地模型中继).
+def _provider_origins(raw: list[str]) -> dict[str, tuple[str, ...]]:
+    from urllib.parse import urlsplit
+
+    table: dict[str, tuple[str, ...]] = {"openai": ("https://api.openai.com",)}
+    given: dict[str, list[str]] = {}
+    for item in raw:
+        provider, sep, origin = item.partition("=")
+        provider, origin = provider.strip(), origin.strip().rstrip("/")
+        try:
+            parts = urlsplit(origin)
+            parts.port  # noqa: B018 - raises ValueError for a bad port
+        except ValueError:
+            parts = None
+        if not sep or not provider or parts is None or parts.scheme not in ("http", "https") or not parts.hostname \
+                or parts.path or parts.query or parts.fragment or parts.username is not None:
+            raise ImproperlyConfigured(
+                f"COVEL_PROVIDER_ORIGINS entries must be provider=scheme://host[:port], got {item!r}")
+        given.setdefault(provider, []).append(origin)
+    table.update({provider: tuple(origins) for provider, origins in given.items()})
+    return table
+
+
+def _outbound_allow(raw: list[str]) -> tuple[str, ...]:
+    import ipaddress
+    import re
+
+    for item in raw:
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*\.?", item):
+                raise ImproperlyConfigured(f"COVEL_OUTBOUND_ALLOW entries must be CIDRs, addresses or host names, got {item!r}")
+    return tuple(raw)
+
+
+COVEL_PROVIDER_ORIGINS = _provider_origins(env_list("COVEL_PROVIDER_ORIGINS"))
+COVEL_OUTBOUND_ALLOW = _outbound_allow(env_list("COVEL_OUTBOUND_ALLOW"))
+
 # Structured request logs: one JSON line per request (hosted), plain otherwise.
 COVEL_JSON_LOGS = env_bool("COVEL_JSON_LOGS", False)
 LOGGING = {

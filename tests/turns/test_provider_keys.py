@@ -97,9 +97,11 @@ def test_provider_keys_reach_the_provider_and_no_row_holds_them(api, openai_slot
     assert control.provider_keys_take(str(execution.id)) is None
 
 
-def test_without_keys_the_provider_call_has_no_request_key(api, openai_slots, monkeypatch):
-    # given a server-side key in the environment and no header
+def test_without_keys_the_provider_call_has_no_request_key(api, openai_slots, monkeypatch, settings):
+    # given a server-side key in the environment, the fake's origin trusted for it, and no header
     monkeypatch.setenv("OPENAI_API_KEY", "sk-server-side")
+    origin = openai_slots.rsplit("/v1", 1)[0]
+    settings.COVEL_PROVIDER_ORIGINS = {**settings.COVEL_PROVIDER_ORIGINS, "openai": (origin,)}
     session = session_make(characters=[("hero", "Hero", "player")])
     # when
     frames = stream_read(post_action(api, action_body(session.id, request_id="req-env")))

@@ -17,10 +17,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Protocol, Union, runtime_checkable
 
+from covel.outbound import ProviderKey
+
 
 class ModelError(Exception):
     """A provider failure. code: "provider_error" | "idle_timeout" | "bad_response" | "no_key"
-    | "not_configured"; status: upstream HTTP status when there was one."""
+    | "not_configured" | "unreachable" (no answer from the endpoint) | "target_not_allowed" /
+    "model_relay_unavailable" (covel.outbound refused the endpoint's address before connecting);
+    status: upstream HTTP status when there was one. ``message`` never holds a key."""
 
     def __init__(self, code: str, message: str, *, status: int | None = None) -> None:
         super().__init__(message)
@@ -75,7 +79,10 @@ class ModelRequest:
     slot / model: the resolved slot name and model id. context: engine facts the offline
     `scripted` provider answers from (runtime id, plugin id, locale, world, characters, player
     message, is_story, step, upstream outputs...); real providers ignore it.
-    api_key: the resolved key (never stored). max_output_tokens: optional cap.
+    api_key: the key the router chose for this slot under the key rule of covel.outbound
+    (``ProviderKey``: value plus where it came from; never stored, never in ``repr``). A plain
+    string is accepted for direct client use and is checked again when sent.
+    max_output_tokens: optional cap.
     """
 
     messages: list[dict[str, Any]]
@@ -83,7 +90,7 @@ class ModelRequest:
     tool_choice: Any = "auto"
     slot: str = "story"
     model: str = ""
-    api_key: str | None = None
+    api_key: ProviderKey | str | None = field(default=None, repr=False)
     context: dict[str, Any] = field(default_factory=dict)
     max_output_tokens: int | None = None
 

@@ -10,16 +10,18 @@ File shape (one table per slot, spec 004 "模型配置"):
     tag = "fast"                   # optional label
     fallback = "plugin"            # optional: another slot tried when this one cannot answer
 
-Without the file every slot is ``scripted``. Keys come from ``{PROVIDER}_API_KEY`` environment
-variables (``OPENAI_API_KEY``) or the per-request ``X-Provider-Keys`` map ({provider: key}),
-which the caller passes in memory and nothing stores. Slot choice for a runtime:
+Without the file every slot is ``scripted``. Keys come from the per-request ``X-Provider-Keys``
+map ({provider: key}), which the caller passes in memory and nothing stores, or from
+``{PROVIDER}_API_KEY`` environment variables (``OPENAI_API_KEY``) — a server key only for a slot
+whose endpoint origin is trusted for the provider (covel.outbound: ``COVEL_PROVIDER_ORIGINS``,
+OpenAI's own ``https://api.openai.com`` by default), never for a slot a request supplied
+(``SlotConfig.is_request_supplied``). Slot choice for a runtime:
 request ``model`` > ``session.metadata.runtimeModelOverrides[runtimeId]`` > the manifest's
 ``agent.model`` > ``story`` for story runtimes, ``plugin`` otherwise.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import tomllib
 from dataclasses import dataclass, field
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import urlsplit
 
+from covel import outbound
 from turns.engine.providers.base import ModelClient, ModelError, ModelRequest, StreamItem, TextDelta
 from turns.engine.providers.scripted import ScriptedClient
 
@@ -38,6 +41,8 @@ SLOT_STORY = "story"
 SLOT_PLUGIN = "plugin"
 SLOT_MEMORY = "memory"
 KNOWN_PROVIDERS = (PROVIDER_SCRIPTED, PROVIDER_OPENAI)
+#: The endpoint of a provider slot that names no ``baseUrl``.
+PROVIDER_DEFAULT_BASE_URLS = {PROVIDER_OPENAI: "https://api.openai.com/v1"}
 
 
 class ModelConfigError(ValueError):
@@ -54,6 +59,14 @@ class SlotConfig:
     tag: str | None = None
     fallback: str | None = None
     idle_timeout_ms: int | None = None
+    #: True for a slot a client described (X-Slot-Config ``customPresets``): its endpoint passes
+    #: the SSRF guard and never receives a server key (covel.outbound).
+    is_request_supplied: bool = False
+
+    @property
+    def endpoint(self) -> str | None:
+        """The base URL calls go to: ``baseUrl``, else the provider's default (None for scripted)."""
+        return self.base_url or PROVIDER_DEFAULT_BASE_URLS.get(self.provider)
 
 
 @dataclass
@@ -178,13 +191,6 @@ def slot_for_runtime(
     return slot, slot.model
 
 
-def api_key_for(provider: str, provider_keys: dict[str, str] | None) -> str | None:
-    """Per-request key first, then ``{PROVIDER}_API_KEY`` from the environment."""
-    if provider_keys and isinstance(provider_keys.get(provider), str) and provider_keys[provider]:
-        return provider_keys[provider]
-    return os.environ.get(f"{provider.upper().replace('-', '_')}_API_KEY") or None
-
-
 class ModelRouter:
     """Hands out a client per slot and runs a call with its fallback chain.
 
@@ -199,9 +205,11 @@ class ModelRouter:
         self._clients: dict[str, ModelClient] = dict(clients or {})
 
     def client_for(self, slot: SlotConfig) -> ModelClient:
+        """The client for ``slot``: one injected for its provider, else one per endpoint (a slot a
+        request supplied gets its own client, which guards its endpoint)."""
         if slot.provider in self._clients:
             return self._clients[slot.provider]
-        key = slot.provider + "|" + (slot.base_url or "")
+        key = slot.provider + "|" + (slot.base_url or "") + ("|request" if slot.is_request_supplied else "")
         if key in self._clients:
             return self._clients[key]
         if slot.provider == PROVIDER_SCRIPTED:
@@ -209,11 +217,21 @@ class ModelRouter:
         elif slot.provider == PROVIDER_OPENAI:
             from turns.engine.providers.openai_chat import OpenAIChatClient
 
-            client = OpenAIChatClient(base_url=slot.base_url or "https://api.openai.com/v1", idle_timeout_ms=slot.idle_timeout_ms)
+            client = OpenAIChatClient(base_url=slot.endpoint or "", idle_timeout_ms=slot.idle_timeout_ms,
+                                      is_request_supplied=slot.is_request_supplied)
         else:  # pragma: no cover - parse rejects unknown providers
             raise ModelError("not_configured", f"unknown provider {slot.provider!r}")
         self._clients[key] = client
         return client
+
+    def key_for(self, slot: SlotConfig) -> outbound.ProviderKey | None:
+        """The key a call on ``slot`` carries: this request's ``X-Provider-Keys`` entry for the
+        provider, else the server's ``{PROVIDER}_API_KEY`` when the slot is the operator's and its
+        endpoint origin is trusted for the provider (covel.outbound.provider_key_for)."""
+        if slot.provider == PROVIDER_SCRIPTED or not slot.endpoint:
+            return None
+        return outbound.provider_key_for(slot.provider, slot.endpoint, request_keys=self.provider_keys,
+                                         is_request_supplied=slot.is_request_supplied)
 
     def stream(self, slot: SlotConfig, model: str, request: ModelRequest) -> Iterator[StreamItem]:
         """Stream one call on ``slot`` (model id ``model``), falling back as described above."""
@@ -222,9 +240,10 @@ class ModelRouter:
         while current is not None:
             request.slot = current.name
             request.model = current_model or current.model
-            request.api_key = api_key_for(current.provider, self.provider_keys) if current.provider != PROVIDER_SCRIPTED else None
+            request.api_key = self.key_for(current)
             if current.provider != PROVIDER_SCRIPTED and not request.api_key and current.base_url is None:
-                error: ModelError | None = ModelError("no_key", f"no API key for provider {current.provider!r} (set {current.provider.upper()}_API_KEY)")
+                error: ModelError | None = ModelError(
+                    "no_key", f"no API key for provider {current.provider!r} (set {outbound.provider_env_key_name(current.provider)})")
             else:
                 error = None
                 started = False

@@ -142,3 +142,110 @@ def test_unsendable_request_is_a_provider_error_not_a_crash(server):
     with pytest.raises(ModelError) as caught:
         list(OpenAIChatClient(base_url="http://[::1").stream(ModelRequest(messages=[{"role": "user", "content": "x"}])))
     assert caught.value.code == "provider_error"
+
+
+# --- the key rule and the guard (covel.outbound) ----------------------------------------------------
+
+from tests.covel.outbound_support import CANARY, CHAT_PATH, Listener  # noqa: E402
+from turns.engine.providers.config import SlotConfig  # noqa: E402
+
+
+@pytest.fixture
+def listener():
+    with Listener() as server:
+        yield server
+
+
+def _ask(client, **request):
+    return list(client.stream(ModelRequest(messages=[{"role": "user", "content": "x"}], **request)))
+
+
+def test_router_gives_the_server_key_only_at_a_trusted_origin(monkeypatch, settings):
+    monkeypatch.setenv("OPENAI_API_KEY", CANARY)
+    router = ModelRouter(model_config_parse('[covel.story]\nprovider = "openai"\nmodel = "m"\n'))
+
+    default = router.key_for(SlotConfig(name="story", provider="openai", model="m"))
+    local = router.key_for(SlotConfig(name="story", provider="openai", model="m", base_url="http://127.0.0.1:11434/v1"))
+    client_slot = router.key_for(SlotConfig(name="mine", provider="openai", model="m", is_request_supplied=True))
+
+    assert default is not None and default.value == CANARY
+    assert local is None and client_slot is None
+
+
+def test_router_prefers_the_requests_own_key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", CANARY)
+    router = ModelRouter(provider_keys={"openai": "sk-own"})
+
+    key = router.key_for(SlotConfig(name="mine", provider="openai", base_url="http://127.0.0.1:1/v1", is_request_supplied=True))
+
+    assert key is not None and key.value == "sk-own"
+
+
+def test_request_supplied_endpoint_on_loopback_is_refused_in_a_shared_tier(settings, listener):
+    settings.DEPLOYMENT_TIER = "demo"
+    settings.COVEL_OUTBOUND_ALLOW = ()
+
+    with pytest.raises(ModelError) as caught:
+        _ask(OpenAIChatClient(base_url=listener.base_url, is_request_supplied=True))
+
+    assert caught.value.code == "model_relay_unavailable" and listener.connections == 0
+
+
+def test_refused_endpoint_falls_back_like_any_failure_before_streaming(settings, listener):
+    settings.DEPLOYMENT_TIER = "demo"
+    settings.COVEL_OUTBOUND_ALLOW = ()
+    config = model_config_parse('[covel.backup]\nprovider = "scripted"\n')
+    slot = SlotConfig(name="mine", provider="openai", model="m", base_url=listener.base_url, is_request_supplied=True,
+                      fallback="backup")
+    request = ModelRequest(messages=[{"role": "user", "content": "x"}],
+                           context={"is_story": True, "locale": "en-US", "player_message": "Hi"})
+
+    final = list(ModelRouter(config).stream(slot, "m", request))[-1]
+
+    assert request.slot == "backup" and "Hi" in final.text and listener.connections == 0
+
+
+@pytest.mark.parametrize("route", [
+    (200, {"Content-Type": "text/html"}, b"<h1>internal admin</h1>"),
+    (404, {"Content-Type": "text/html"}, b"<h1>internal admin</h1>"),
+    (500, {"Content-Type": "text/plain"}, b"internal admin"),
+    (302, {"Location": "http://169.254.169.254/"}, b""),
+])
+def test_request_supplied_endpoint_that_is_no_model_api_reads_as_unreachable(listener, route):
+    listener.routes[("POST", CHAT_PATH)] = route
+
+    with pytest.raises(ModelError) as caught:
+        _ask(OpenAIChatClient(base_url=listener.base_url, is_request_supplied=True))
+
+    assert (caught.value.code, caught.value.message) == ("unreachable", "could not reach the model endpoint")
+    assert len(listener.requests) == 1  # the redirect was not followed
+
+
+def test_request_supplied_model_api_error_keeps_its_status_not_its_body(listener):
+    listener.routes[("POST", CHAT_PATH)] = (429, {"Content-Type": "application/json"}, b'{"error": {"message": "slow down, internal-id-7"}}')
+
+    with pytest.raises(ModelError) as caught:
+        _ask(OpenAIChatClient(base_url=listener.base_url, is_request_supplied=True))
+
+    assert caught.value.status == 429 and "internal-id-7" not in caught.value.message
+
+
+def test_operator_endpoint_error_text_never_holds_the_key(listener):
+    listener.routes[("POST", CHAT_PATH)] = (401, {"Content-Type": "application/json"},
+                                            ('{"error": {"message": "Incorrect API key provided: %s"}}' % CANARY).encode())
+    key = ModelRouter(provider_keys={"openai": CANARY}).key_for(SlotConfig(name="s", provider="openai", base_url=listener.base_url))
+
+    with pytest.raises(ModelError) as caught:
+        _ask(OpenAIChatClient(base_url=listener.base_url), api_key=key)
+
+    assert listener.authorizations() == [f"Bearer {CANARY}"]
+    assert caught.value.status == 401 and "Incorrect API key" in caught.value.message and CANARY not in caught.value.message
+
+
+def test_an_answer_without_stream_frames_is_not_a_reply(listener):
+    listener.routes[("POST", CHAT_PATH)] = (200, {"Content-Type": "application/json"}, b'{"ok": true}')
+
+    with pytest.raises(ModelError) as caught:
+        _ask(OpenAIChatClient(base_url=listener.base_url))
+
+    assert caught.value.code == "bad_response"
