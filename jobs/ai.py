@@ -19,12 +19,13 @@ from typing import Any
 
 import httpx
 
-from jobs.config_services import llm_config_active, provider_base_url_valid, slots_effective
+from jobs.config_services import llm_config_active, slots_effective
 from covel import outbound
 from covel.errors import ApiError
 from covel.headers import b64_json_header, provider_keys_from_request
 from turns.engine.providers import config as llm
 from turns.engine.providers.base import ModelError, ModelRequest, ModelResponse, TextDelta
+from turns.engine.providers.config import provider_base_url_valid
 
 CODE_INVALID_LLM_CONFIGURATION = "invalid_llm_configuration"
 PING_TARGET_FIELDS = ("presetId", "modelRef", "slot")

@@ -24,11 +24,11 @@ from typing import Any, Callable
 from django.conf import settings
 from django.db import transaction
 
+from covel import outbound
 from covel.errors import ApiError
 from sessions import world_packages as wp
 from covel.auth import is_operator, owner_checks_enabled
 from turns.engine.providers import config as llm
-from turns.engine.providers.config import provider_base_url_valid
 
 # --------------------------------------------------------------------------------------------
 # Model configuration
@@ -65,10 +65,17 @@ def slots_effective(config: llm.ModelConfig) -> list[llm.SlotConfig]:
     return [llm.SlotConfig(name=name) for name in BUILTIN_SLOTS]
 
 
+def _server_key_usable(slot: llm.SlotConfig) -> bool:
+    """True when the server has a key for the slot's provider AND would send it to the slot's
+    endpoint (covel.outbound key rule: only to the provider's trusted origins)."""
+    url = slot.base_url or llm.PROVIDER_DEFAULT_BASE_URLS.get(slot.provider)
+    return bool(url) and outbound.provider_key_for(slot.provider, url, request_keys=None,
+                                                   is_request_supplied=False) is not None
+
+
 def _slot_out(slot: llm.SlotConfig, *, include_private: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"id": slot.name, "provider": slot.provider, "model": slot.model, "protocol": slot.protocol,
-                           "serverKeyConfigured": slot.provider in KEYLESS_PROVIDERS
-                           or bool(os.environ.get(provider_env_key_name(slot.provider)))}
+                           "serverKeyConfigured": slot.provider in KEYLESS_PROVIDERS or _server_key_usable(slot)}
     for key, value in (("tag", slot.tag), ("fallback", slot.fallback), ("idleTimeoutMs", slot.idle_timeout_ms)):
         if value is not None:
             out[key] = value

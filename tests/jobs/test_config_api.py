@@ -75,14 +75,17 @@ def test_llm_config_reads_slots_from_file(client, llm_path, monkeypatch):
     assert sorted(body["slots"]) == ["plugin", "story"]
 
 
-def test_llm_config_reports_server_key_from_environment(client, llm_path, monkeypatch):
+def test_llm_config_reports_server_key_from_environment(client, llm_path, monkeypatch, settings):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-never-shown")
     llm_path.write_text(VALID_TOML, encoding="utf-8")
+    # the slot's endpoint (a loopback server) is not OpenAI's: the server key would not be sent there
+    untrusted = client.get("/api/llm-config")
+    settings.COVEL_PROVIDER_ORIGINS = {"openai": ("http://127.0.0.1:9",)}
+    trusted = client.get("/api/llm-config")
 
-    response = client.get("/api/llm-config")
-
-    assert response.json()["slots"]["story"]["serverKeyConfigured"] is True
-    assert b"sk-never-shown" not in response.content
+    assert untrusted.json()["slots"]["story"]["serverKeyConfigured"] is False
+    assert trusted.json()["slots"]["story"]["serverKeyConfigured"] is True
+    assert b"sk-never-shown" not in untrusted.content + trusted.content
 
 
 def test_llm_config_invalid_file_falls_back_with_error(client, llm_path):
