@@ -47,8 +47,8 @@ def _preset_from(raw: Any, preset_id: str) -> llm.SlotConfig:
         raise ApiError(400, CODE_INVALID_LLM_CONFIGURATION, f"customPresets.{preset_id} needs provider and model strings")
     provider = raw["provider"]
     protocol = raw.get("protocol", llm.PROTOCOL_OPENAI_CHAT)
-    if provider not in llm.KNOWN_PROVIDERS or protocol != llm.PROTOCOL_OPENAI_CHAT:
-        raise ApiError(400, CODE_INVALID_LLM_CONFIGURATION, f"customPresets.{preset_id}: unknown provider or protocol")
+    if not llm.PROVIDER_ID_RE.match(provider) or (provider != llm.PROVIDER_SCRIPTED and protocol not in llm.PROTOCOLS):
+        raise ApiError(400, CODE_INVALID_LLM_CONFIGURATION, f"customPresets.{preset_id}: malformed provider id or unknown protocol")
     base_url = raw.get("baseUrl")
     if base_url is not None and not provider_base_url_valid(base_url):
         raise ApiError(400, CODE_INVALID_LLM_CONFIGURATION, f"customPresets.{preset_id}.baseUrl must be an http(s) URL")

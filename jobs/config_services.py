@@ -43,6 +43,18 @@ PROVIDER_INFO = {
 }
 
 
+def providers_out(config: llm.ModelConfig) -> dict[str, dict[str, Any]]:
+    """``{provider id: {id, label, protocol, requiresKey}}``: the builtin entries plus every free
+    provider id llm.toml names (its wire is the slot's protocol; every non-scripted one needs a key
+    unless its endpoint takes none, which only a call can tell)."""
+    out = {k: dict(v) for k, v in PROVIDER_INFO.items()}
+    for slot in config.slots.values():
+        if slot.provider not in out:
+            out[slot.provider] = {"id": slot.provider, "label": slot.provider, "protocol": slot.protocol,
+                                  "requiresKey": True}
+    return out
+
+
 def llm_config_path() -> Path | None:
     """The llm.toml the server loads (COVEL_LLM_TOML, else COVEL_HOME/llm.toml)."""
     return llm.model_config_path(settings.COVEL_HOME, path=settings.COVEL_LLM_TOML)
@@ -105,7 +117,7 @@ def llm_config_view(request) -> dict[str, Any]:
     config, error = llm_config_active()
     private = _reveals_private(request)
     out: dict[str, Any] = {"slots": slots_out(config, include_private=private),
-                           "providers": {k: dict(v) for k, v in PROVIDER_INFO.items()}}
+                           "providers": providers_out(config)}
     if private:
         path = llm_config_path()
         is_file = bool(path and path.is_file() and error is None and config.slots)

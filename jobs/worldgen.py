@@ -475,9 +475,8 @@ class _Run:
         self.slot, self.model = slot, model
         idle = int(self.job["idleTimeoutMs"])
         clients = {}
-        if slot.provider == llm.PROVIDER_OPENAI:
-            base = slot.base_url or "https://api.openai.com/v1"
-            clients[f"{slot.provider}|{slot.base_url or ''}"] = OpenAIChatClient(base_url=base, idle_timeout_ms=idle)
+        if slot.provider != llm.PROVIDER_SCRIPTED and slot.protocol in llm.PROTOCOLS and slot.endpoint:
+            clients[f"{slot.provider}|{slot.base_url or ''}"] = OpenAIChatClient(base_url=slot.endpoint, idle_timeout_ms=idle)
         self.router = llm.ModelRouter(config, clients=clients)
 
     # frames

@@ -137,7 +137,7 @@ def test_ping_auth_failure_kind(client, llm_path, fake):
 
 
 @pytest.mark.parametrize("header", ["not base64 !!", base64.b64encode(b"[1]").decode(),
-                                    base64.b64encode(b'{"customPresets": {"x": {"provider": "acme", "model": "m"}}}').decode(),
+                                    base64.b64encode(b'{"customPresets": {"x": {"provider": "Acme Inc!", "model": "m"}}}').decode(),
                                     base64.b64encode(b'{"slotBindings": {"story": "x"}}').decode()])
 def test_ping_invalid_slot_config_header(client, llm_path, fake, header):
     response = _post(client, "/api/ai/ping", {}, HTTP_X_SLOT_CONFIG=header)

@@ -132,14 +132,14 @@ def test_reload_applies_valid_file(client, llm_path):
 def test_reload_invalid_toml_keeps_current_config(client, llm_path):
     llm_path.write_text(VALID_TOML, encoding="utf-8")
     assert client.post("/api/llm-config/reload").json()["ok"] is True
-    llm_path.write_text('[covel.story]\nprovider = "nope"\n', encoding="utf-8")
+    llm_path.write_text('[covel.story]\nprovider = "No Pe!"\n', encoding="utf-8")
 
     response = client.post("/api/llm-config/reload")
 
     assert response.status_code == 200
     body = response.json()
     assert body["ok"] is False
-    assert "provider 'nope'" in body["error"]
+    assert "provider 'No Pe!'" in body["error"]
     assert body["slots"]["story"]["provider"] == "openai"
     assert client.get("/api/llm-config").json()["slots"]["story"]["provider"] == "openai"
 

@@ -3,10 +3,11 @@
 File shape (one table per slot, spec 004 "模型配置"):
 
     [covel.story]
-    provider = "openai"            # "openai" | "scripted"
+    provider = "openai"            # a free provider id ("openai", "deepseek", "ollama", "my-lab"...);
+                                   # "scripted" is the offline model. It names the key: DEEPSEEK_API_KEY
     model = "gpt-4o-mini"
-    baseUrl = "https://api.openai.com/v1"
-    protocol = "openai-chat-v1"    # the only wire protocol the openai provider speaks
+    baseUrl = "https://api.openai.com/v1"   # required for providers without a known endpoint
+    protocol = "openai-chat-v1"    # the wire: the only protocol this server speaks (the default)
     tag = "fast"                   # optional label
     fallback = "plugin"            # optional: another slot tried when this one cannot answer
 
@@ -22,6 +23,7 @@ request ``model`` > ``session.metadata.runtimeModelOverrides[runtimeId]`` > the 
 
 from __future__ import annotations
 
+import re
 import threading
 import tomllib
 from dataclasses import dataclass, field
@@ -40,13 +42,15 @@ PROTOCOL_OPENAI_CHAT = "openai-chat-v1"
 SLOT_STORY = "story"
 SLOT_PLUGIN = "plugin"
 SLOT_MEMORY = "memory"
-KNOWN_PROVIDERS = (PROVIDER_SCRIPTED, PROVIDER_OPENAI)
+#: Wire protocols a non-scripted slot may name (``protocol``); the provider id itself is free.
+PROTOCOLS = (PROTOCOL_OPENAI_CHAT,)
+PROVIDER_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 #: The endpoint of a provider slot that names no ``baseUrl``.
 PROVIDER_DEFAULT_BASE_URLS = {PROVIDER_OPENAI: "https://api.openai.com/v1"}
 
 
 class ModelConfigError(ValueError):
-    """llm.toml is malformed (bad TOML, unknown provider/protocol, fallback cycle)."""
+    """llm.toml is malformed (bad TOML, a malformed provider id, an unusable baseUrl, fallback cycle)."""
 
 
 @dataclass(frozen=True)
@@ -118,11 +122,12 @@ def model_config_parse(text: str) -> ModelConfig:
         if not isinstance(raw, dict):
             raise ModelConfigError(f"llm.toml: [covel.{name}] must be a table")
         provider = str(raw.get("provider", PROVIDER_SCRIPTED))
-        if provider not in KNOWN_PROVIDERS:
-            raise ModelConfigError(f"llm.toml: [covel.{name}] provider {provider!r} is not one of {', '.join(KNOWN_PROVIDERS)}")
+        if not PROVIDER_ID_RE.match(provider):
+            raise ModelConfigError(f"llm.toml: [covel.{name}] provider {provider!r} must be an id of lowercase "
+                                   "letters, digits, '.', '_' or '-'")
+        # An unknown protocol is the slot's problem, not the file's: runtimes that use the slot fail
+        # loudly (protocol_unsupported) while the other slots keep working.
         protocol = str(raw.get("protocol", PROTOCOL_OPENAI_CHAT))
-        if provider == PROVIDER_OPENAI and protocol != PROTOCOL_OPENAI_CHAT:
-            raise ModelConfigError(f"llm.toml: [covel.{name}] protocol {protocol!r} is not supported (use {PROTOCOL_OPENAI_CHAT})")
         base_url = raw.get("baseUrl")
         if base_url is not None and not provider_base_url_valid(base_url):
             raise ModelConfigError(f"llm.toml: [covel.{name}] baseUrl must be an http(s) URL with a host")
@@ -214,13 +219,17 @@ class ModelRouter:
             return self._clients[key]
         if slot.provider == PROVIDER_SCRIPTED:
             client: ModelClient = ScriptedClient()
-        elif slot.provider == PROVIDER_OPENAI:
+        elif slot.protocol not in PROTOCOLS:
+            raise ModelError("protocol_unsupported", f"slot {slot.name!r}: protocol {slot.protocol!r} is not supported "
+                             f"(this server speaks {', '.join(PROTOCOLS)})")
+        elif not slot.endpoint:
+            raise ModelError("not_configured", f"slot {slot.name!r}: provider {slot.provider!r} has no known endpoint; "
+                             "set baseUrl in llm.toml")
+        else:
             from turns.engine.providers.openai_chat import OpenAIChatClient
 
-            client = OpenAIChatClient(base_url=slot.endpoint or "", idle_timeout_ms=slot.idle_timeout_ms,
+            client = OpenAIChatClient(base_url=slot.endpoint, idle_timeout_ms=slot.idle_timeout_ms,
                                       is_request_supplied=slot.is_request_supplied)
-        else:  # pragma: no cover - parse rejects unknown providers
-            raise ModelError("not_configured", f"unknown provider {slot.provider!r}")
         self._clients[key] = client
         return client
 
@@ -241,7 +250,8 @@ class ModelRouter:
             request.slot = current.name
             request.model = current_model or current.model
             request.api_key = self.key_for(current)
-            if current.provider != PROVIDER_SCRIPTED and not request.api_key and current.base_url is None:
+            if current.provider != PROVIDER_SCRIPTED and not request.api_key and current.base_url is None \
+                    and current.endpoint is not None:
                 error: ModelError | None = ModelError(
                     "no_key", f"no API key for provider {current.provider!r} (set {outbound.provider_env_key_name(current.provider)})")
             else:
