@@ -24,13 +24,16 @@ from covel import outbound
 from covel.errors import ApiError
 from covel.headers import b64_json_header, provider_keys_from_request
 from turns.engine.providers import config as llm
-from turns.engine.providers.base import ModelError, ModelRequest, ModelResponse, TextDelta
+from turns.engine.providers.base import ModelError, ModelRequest, ModelResponse
 from turns.engine.providers.config import provider_base_url_valid
 
 CODE_INVALID_LLM_CONFIGURATION = "invalid_llm_configuration"
 PING_TARGET_FIELDS = ("presetId", "modelRef", "slot")
 PING_PROMPT = "Reply with the single word: pong"
-PING_MAX_OUTPUT_TOKENS = 8
+PING_MAX_OUTPUT_TOKENS = 32
+PING_TOOL = {"name": "covel_ping", "description": "Answer the connection test.",
+             "parameters": {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]}}
+PING_TOOL_PROMPT = 'Connection test: call the tool covel_ping with word "pong". Do not write anything else.'
 MODELS_TIMEOUT_SECONDS = 15.0
 MODELS_MAX_IDS = 2000
 #: Most bytes of a model list read (large catalogues with descriptions stay well below this).
@@ -183,20 +186,36 @@ def ping(request, body: dict[str, Any]) -> dict[str, Any]:
     if slot.provider != llm.PROVIDER_SCRIPTED and not api_key and slot.base_url is None:
         return {"ok": False, "latencyMs": 0, "error": f"no API key for provider {slot.provider!r}", "errorKind": "auth",
                 "testedTarget": tested}
-    model_request = ModelRequest(messages=[{"role": "user", "content": PING_PROMPT}], slot=slot.name, model=slot.model,
+    # Every runtime of a turn calls tools, so the probe asks for one tool call in its one request: a
+    # server that cannot do tools (an error, or prose instead of the call) fails here, not in the
+    # first turn. The offline scripted model has no wire to test.
+    checks_tools = slot.provider != llm.PROVIDER_SCRIPTED
+    model_request = ModelRequest(messages=[{"role": "user", "content": PING_TOOL_PROMPT if checks_tools else PING_PROMPT}],
+                                 tools=[PING_TOOL] if checks_tools else [], slot=slot.name, model=slot.model,
                                  api_key=api_key, max_output_tokens=PING_MAX_OUTPUT_TOKENS,
                                  context={"is_story": False, "runtime_id": "ping", "locale": "en-US"})
     ttfb_ms: int | None = None
+    response: ModelResponse | None = None
     try:
         for item in router.client_for(slot).stream(model_request):
-            if isinstance(item, TextDelta) and ttfb_ms is None:
+            if ttfb_ms is None:
                 ttfb_ms = int((time.monotonic() - started) * 1000)
-                break  # the first output is all a probe needs
             if isinstance(item, ModelResponse):
+                response = item
                 break
+            if not checks_tools:
+                break  # the first output is all a text probe needs
     except ModelError as exc:
-        return {"ok": False, "latencyMs": int((time.monotonic() - started) * 1000), **_failure(exc), "testedTarget": tested}
-    out: dict[str, Any] = {"ok": True, "latencyMs": int((time.monotonic() - started) * 1000),
+        failure = _failure(exc)
+        if checks_tools and exc.status in (400, 422, 500, 501) and "tool" in exc.message.lower():
+            failure["errorKind"] = "tools_unsupported"
+        return {"ok": False, "latencyMs": int((time.monotonic() - started) * 1000), **failure, "testedTarget": tested}
+    latency_ms = int((time.monotonic() - started) * 1000)
+    if checks_tools and not (response and any(c.name == PING_TOOL["name"] for c in response.tool_calls)):
+        return {"ok": False, "latencyMs": latency_ms, "errorKind": "tools_unsupported", "testedTarget": tested,
+                "error": "the model answered without calling the test tool: this server or model does not take tool "
+                         "calls, which every runtime needs"}
+    out: dict[str, Any] = {"ok": True, "latencyMs": latency_ms,
                            "text": f"{slot.name} ({slot.provider}/{slot.model or slot.provider})", "testedTarget": tested}
     if ttfb_ms is not None:
         out["ttfbMs"] = ttfb_ms

@@ -35,6 +35,26 @@ def sse_chat_reply(text: str = "pong") -> bytes:
     return "".join(f"data: {json.dumps(f)}\n\n" for f in frames).encode() + b"data: [DONE]\n\n"
 
 
+def sse_tool_call_reply(name: str, arguments: dict[str, Any]) -> bytes:
+    """A streamed assistant turn that calls one tool (what a tool-capable server answers a ping)."""
+    call = {"index": 0, "id": "call_1", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+    frames = [{"model": "m", "choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}]},
+              {"model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}]
+    return "".join(f"data: {json.dumps(f)}\n\n" for f in frames).encode() + b"data: [DONE]\n\n"
+
+
+def chat_route(handler) -> tuple[int, dict[str, str], bytes]:
+    """Prose, or — when the request offers the connection-test tool — that tool's call."""
+    try:
+        body = json.loads(handler.body or b"{}")
+    except ValueError:
+        body = {}
+    names = [t.get("function", {}).get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
+    if "covel_ping" in names:
+        return 200, {"Content-Type": "text/event-stream"}, sse_tool_call_reply("covel_ping", {"word": "pong"})
+    return 200, {"Content-Type": "text/event-stream"}, sse_chat_reply()
+
+
 class _CountingServer(ThreadingHTTPServer):
     daemon_threads = True
 
@@ -59,7 +79,7 @@ class Listener:
         self.routes: dict[tuple[str, str], Any] = {
             ("GET", MODELS_PATH): (200, {"Content-Type": "application/json"},
                                    json.dumps({"object": "list", "data": [{"id": "model-a"}, {"id": "model-b"}]}).encode()),
-            ("POST", CHAT_PATH): (200, {"Content-Type": "text/event-stream"}, sse_chat_reply()),
+            ("POST", CHAT_PATH): chat_route,
         }
         owner = self
 
@@ -71,8 +91,7 @@ class Listener:
 
             def _answer(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
-                if length:
-                    self.rfile.read(length)
+                self.body = self.rfile.read(length) if length else b""
                 with owner.lock:
                     owner.requests.append((self.command, self.path, dict(self.headers)))
                 route = owner.routes.get((self.command, self.path)) or owner.routes.get(("*", "*"))

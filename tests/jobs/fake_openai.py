@@ -11,13 +11,19 @@ from typing import Any
 
 
 class FakeOpenAI:
-    """replies: queue of {"text": str} | {"status": int} | {"stall_seconds": float}; the last one
-    repeats. requests: (method, path, headers, body) of every request received."""
+    """replies: queue of {"text": str} | {"status": int, "message"?: str} | {"stall_seconds": float};
+    the last one repeats. requests: (method, path, headers, body) of every request received.
+
+    Tools, as real hosts do it: a request offering ``tools`` answered by a {"text"} reply calls the
+    first tool instead (arguments ``{"word": <text>}``), streamed as split deltas that carry no
+    ``index`` after the first (llama.cpp / some gateways). ``ignores_tools = True`` models a server
+    that drops the tools and answers in prose."""
 
     def __init__(self) -> None:
         self.replies: list[dict[str, Any]] = [{"text": "pong"}]
         self.models: list[str] = ["model-a", "model-b"]
         self.models_status = 200
+        self.ignores_tools = False
         self.requests: list[tuple[str, str, dict[str, str], Any]] = []
         owner = self
 
@@ -44,7 +50,8 @@ class FakeOpenAI:
                     self.send_response(reply["status"])
                     self.send_header("Content-Type", "application/json")
                     self.end_headers()
-                    self.wfile.write(b'{"error":{"message":"denied"}}')
+                    message = reply.get("message", "denied")
+                    self.wfile.write(json.dumps({"error": {"message": message}}).encode())
                     return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
@@ -54,6 +61,20 @@ class FakeOpenAI:
                     time.sleep(reply["stall_seconds"])
                     return
                 text = reply["text"]
+                tools = body.get("tools") or []
+                if tools and not owner.ignores_tools:
+                    name = tools[0]["function"]["name"]
+                    arguments = json.dumps({"word": text})
+                    first = {"index": 0, "id": "call_1", "type": "function", "function": {"name": name, "arguments": ""}}
+                    frames = [{"tool_calls": [first]}]
+                    frames += [{"tool_calls": [{"function": {"arguments": arguments[i:i + 5]}}]}
+                               for i in range(0, len(arguments), 5)]
+                    for delta in frames:
+                        frame = {"model": body.get("model"), "choices": [{"index": 0, "delta": delta}]}
+                        self.wfile.write(f"data: {json.dumps(frame)}\n\n".encode())
+                    final = {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
+                    self.wfile.write(f"data: {json.dumps(final)}\n\ndata: [DONE]\n\n".encode())
+                    return
                 for start in range(0, len(text), 40):
                     frame = {"model": body.get("model"), "choices": [{"index": 0, "delta": {"content": text[start:start + 40]}}]}
                     self.wfile.write(f"data: {json.dumps(frame)}\n\n".encode())

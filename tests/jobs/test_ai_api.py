@@ -475,3 +475,30 @@ def test_non_ascii_routing_headers_are_400(client, llm_path, listener, header, c
         models = _post(client, "/api/ai/models", {"provider": "openai", "baseUrl": listener.base_url}, **{header: value})
         assert models.status_code == 400 and models.json()["code"] == code
     assert listener.requests == []
+
+
+# --- the tool round-trip of a ping (issue: ping said ok for servers that cannot do tools) ---------
+
+
+def _ping_slot(client, llm_path, fake):
+    _write(llm_path, f'[covel.story]\nprovider = "ollama"\nmodel = "m"\nbaseUrl = "{fake.base_url}"\n')
+    return _post(client, "/api/ai/ping", {"slot": "story"}).json()
+
+
+def test_ping_asks_for_one_tool_call_and_passes_when_it_round_trips(client, llm_path, fake):
+    body = _ping_slot(client, llm_path, fake)
+    assert body["ok"] is True, body
+    [(_, _, _, sent)] = [r for r in fake.requests if r[0] == "POST"]  # one request, as the spec says
+    assert [t["function"]["name"] for t in sent["tools"]] == ["covel_ping"]
+
+
+def test_ping_reports_tools_unsupported_when_the_server_answers_in_prose(client, llm_path, fake):
+    fake.ignores_tools = True
+    body = _ping_slot(client, llm_path, fake)
+    assert body["ok"] is False and body["errorKind"] == "tools_unsupported"
+
+
+def test_ping_reports_tools_unsupported_when_the_server_refuses_tools(client, llm_path, fake):
+    fake.replies = [{"status": 500, "message": "tools param requires --jinja flag"}]
+    body = _ping_slot(client, llm_path, fake)
+    assert body["ok"] is False and body["errorKind"] == "tools_unsupported", body

@@ -156,7 +156,10 @@ class OpenAIChatClient:
                             text.append(delta["content"])
                             yield TextDelta(delta["content"])
                         for call in delta.get("tool_calls") or []:
-                            slot = calls.setdefault(_int(call.get("index")), {"id": "", "name": "", "arguments": ""})
+                            if not isinstance(call, dict):
+                                continue
+                            position = _call_position(call, calls)
+                            slot = calls.setdefault(position, {"id": "", "name": "", "arguments": ""})
                             slot["id"] = call.get("id") or slot["id"]
                             function = call.get("function") or {}
                             slot["name"] += function.get("name") or ""
@@ -188,6 +191,22 @@ class OpenAIChatClient:
         tool_calls = [ToolCallRequest(id=c["id"] or f"call-{i}", name=c["name"], arguments=c["arguments"])
                       for i, c in sorted(calls.items())]
         yield ModelResponse(text="".join(text), tool_calls=tool_calls, finish_reason=finish, usage=usage, model=model)
+
+
+def _call_position(call: dict[str, Any], calls: dict[int, dict[str, str]]) -> int:
+    """Which tool call a streamed delta continues. OpenAI numbers them (``index``); some hosts
+    (llama.cpp builds, gateways) send the index only on a call's first delta or never: then a delta
+    with a new ``id`` starts the next call and one without continues the latest."""
+    index = call.get("index")
+    if isinstance(index, int) and not isinstance(index, bool):
+        return index
+    if not calls:
+        return 0
+    latest = max(calls)
+    new_id = call.get("id")
+    if isinstance(new_id, str) and new_id and calls[latest]["id"] and new_id != calls[latest]["id"]:
+        return latest + 1
+    return latest
 
 
 def _int(value: Any) -> int:

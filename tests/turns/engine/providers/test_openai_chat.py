@@ -249,3 +249,30 @@ def test_an_answer_without_stream_frames_is_not_a_reply(listener):
         _ask(OpenAIChatClient(base_url=listener.base_url))
 
     assert caught.value.code == "bad_response"
+
+
+def test_index_less_tool_call_deltas_are_assembled_by_id():
+    # given a host that numbers neither of two calls and splits their arguments over several deltas
+    import json as _json
+
+    from tests.covel.outbound_support import Listener
+    from turns.engine.providers.base import ModelRequest, ModelResponse
+    from turns.engine.providers.openai_chat import OpenAIChatClient
+
+    deltas = [{"id": "a", "type": "function", "function": {"name": "first", "arguments": '{"x"'}},
+              {"function": {"arguments": ": 1}"}},
+              {"id": "b", "type": "function", "function": {"name": "second", "arguments": "{"}},
+              {"function": {"arguments": "}"}}]
+    frames = [{"choices": [{"index": 0, "delta": {"tool_calls": [d]}}]} for d in deltas]
+    frames.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+    body = "".join(f"data: {_json.dumps(f)}\n\n" for f in frames).encode() + b"data: [DONE]\n\n"
+    with Listener() as host:
+        host.routes[("POST", "/v1/chat/completions")] = (200, {"Content-Type": "text/event-stream"}, body)
+        client = OpenAIChatClient(base_url=host.base_url)
+        # when the reply is streamed
+        items = list(client.stream(ModelRequest(messages=[{"role": "user", "content": "go"}], model="m",
+                                                tools=[{"name": "first", "description": "", "parameters": {"type": "object"}},
+                                                       {"name": "second", "description": "", "parameters": {"type": "object"}}])))
+    # then each delta joined the call it belongs to
+    [response] = [i for i in items if isinstance(i, ModelResponse)]
+    assert [(c.id, c.name, c.arguments) for c in response.tool_calls] == [("a", "first", '{"x": 1}'), ("b", "second", "{}")]
