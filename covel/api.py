@@ -6,14 +6,14 @@ import logging
 import psycopg
 from django.core.exceptions import SuspiciousOperation
 from django.db.utils import InterfaceError, OperationalError
-from django.http import Http404
+from django.http import Http404, JsonResponse
 from django.http.multipartparser import MultiPartParserError
 from ninja import NinjaAPI
 from ninja.parser import Parser
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as NinjaValidationError
 
-from covel.errors import ApiError, error_response
+from covel.errors import ApiEarlyResponse, ApiError, error_response
 from covel.jsonbody import json_body_load
 
 logger = logging.getLogger("covel.api")
@@ -44,6 +44,11 @@ def _api_error(request, exc: ApiError):
     for name, value in (getattr(exc, "headers", None) or {}).items():  # e.g. Retry-After of a 429
         response[name] = value
     return response
+
+
+@api.exception_handler(ApiEarlyResponse)
+def _early_response(request, exc: ApiEarlyResponse):
+    return JsonResponse(exc.body, status=exc.status, json_dumps_params={"ensure_ascii": False})
 
 
 @api.exception_handler(NinjaValidationError)
@@ -124,11 +129,13 @@ def _mount_routers() -> None:
     from turns.api_setup import router as setup_router
     from jobs.api_config import router as config_router
     from turns.api_snapshots import router as snapshots_router
+    from sessions.api_approvals import router as approvals_router
+    from turns.api_plugin_rpc import router as plugin_rpc_router
 
     for router in (
         worlds_router, sessions_router, session_turns_router, turns_router, records_router, events_router, setup_router,
         plugins_router, install_router, plugin_data_router, jobs_router, model_db_router, media_router, config_router,
-        snapshots_router,
+        snapshots_router, approvals_router, plugin_rpc_router,
     ):
         api.add_router("/", router)
 

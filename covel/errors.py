@@ -78,6 +78,20 @@ class SessionBusy(ApiError):
         super().__init__(message="Session is busy, please retry")
 
 
+class ApiEarlyResponse(Exception):
+    """Not an error: a 2xx JSON answer that ends a request before its normal response, raised from
+    deep inside a service (e.g. 202 ``{status: "approval-required", ...}`` before any stream or
+    write, spec 004 §社区插件授权). ``covel.api`` renders ``body`` with ``status``."""
+
+    status: int = 202
+
+    def __init__(self, body: dict[str, Any], status: int | None = None) -> None:
+        if status is not None:
+            self.status = status
+        self.body = body
+        super().__init__(str(body.get("status") or "early response"))
+
+
 def error_body(message: str, code: str | None = None, details: Any = None) -> dict[str, Any]:
     """Build ``{"error", "code"?, "details"?}`` leaving out absent optional keys."""
     body: dict[str, Any] = {"error": message}

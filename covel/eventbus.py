@@ -10,7 +10,12 @@ subscribers, so every web process sees what any worker published. A signal is on
 re-read the durable log, so a lost message delays but never drops an event.
 Callbacks run on the publishing/listener thread and must not block (hand off to an event loop with
 ``loop.call_soon_threadsafe``). After the Redis listener reconnects, every channel with subscribers
-gets ``{"resync": true}`` (messages sent during the outage are lost; readers re-read the log).
+gets ``RESYNC`` = ``{"resync": true}`` (messages sent during the outage are lost; readers re-read the
+log). A subscriber must therefore accept, besides its channel's own shapes, this message on any
+channel (``is_resync``), and treat any message it does not understand the same way: as "re-read".
+
+The listener's Redis connection is named ``LISTENER_CLIENT_NAME_PREFIX + <pid>`` (``CLIENT LIST``),
+so an operator, or a test, can find and drop exactly this process's subscription.
 """
 from __future__ import annotations
 
@@ -26,6 +31,12 @@ logger = logging.getLogger("covel.eventbus")
 
 Callback = Callable[[dict[str, Any]], None]
 _PREFIX = "covel:"
+#: The message every subscriber gets after the Redis listener reconnected (see module docstring).
+RESYNC: dict[str, Any] = {"resync": True}
+#: ``CLIENT SETNAME`` of the listener connection, followed by this process's pid.
+LISTENER_CLIENT_NAME_PREFIX = "covel-eventbus-"
+#: Seconds between reconnect attempts of the listener while Redis is unreachable.
+_RECONNECT_SECONDS = 0.5
 
 _listeners: dict[str, set[Callback]] = defaultdict(set)
 _lock = threading.Lock()
@@ -86,6 +97,11 @@ def publish(channel: str, message: dict[str, Any]) -> None:
         dispatch_local(channel, message)
 
 
+def is_resync(message: dict[str, Any]) -> bool:
+    """True for the ``RESYNC`` message (the bus lost messages; re-read the durable state)."""
+    return isinstance(message, dict) and message.get("resync") is True
+
+
 def notify(session_id: str, seq: int) -> None:
     """Wake every reader of ``session_id``: its event log now reaches ``seq``."""
     publish(f"session:{session_id}", {"seq": seq})
@@ -120,20 +136,34 @@ def _ensure_redis_listener() -> None:
 
 
 def _listen(url: str, ready: threading.Event) -> None:
+    import os
     import time
 
     import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
 
     connected_before = False
+    outage_logged = False
     while True:
+        client = None
         try:
-            client = redis.Redis.from_url(url, socket_connect_timeout=2, health_check_interval=30)
+            # No retries inside redis-py: its pub/sub would reconnect and re-subscribe silently, and
+            # we would never learn that messages were lost (no RESYNC). Keep-alive and the health
+            # check notice a Redis that went away without closing the socket.
+            client = redis.Redis.from_url(
+                url, socket_connect_timeout=2, socket_keepalive=True, health_check_interval=30,
+                retry=Retry(NoBackoff(), 0), client_name=f"{LISTENER_CLIENT_NAME_PREFIX}{os.getpid()}",
+            )
             pubsub = client.pubsub(ignore_subscribe_messages=True)
             pubsub.psubscribe(_PREFIX + "*")
             # Wait for the subscription confirmation so publishes after subscribe() are not missed.
             while pubsub.get_message(timeout=1.0) is None and not pubsub.subscribed:
                 pass
             ready.set()
+            if outage_logged:
+                logger.warning("event bus listener reconnected to Redis")
+            outage_logged = False
             if connected_before:
                 # Messages published while we were disconnected are gone: wake every reader so it
                 # re-reads the durable log now rather than at its next poll.
@@ -148,13 +178,22 @@ def _listen(url: str, ready: threading.Event) -> None:
                 except ValueError:
                     continue
                 dispatch_local(channel[len(_PREFIX):], message)
-        except Exception:
-            logger.exception("event bus listener lost Redis; reconnecting")
-            time.sleep(0.5)
+        except Exception as exc:
+            # One line per outage, not one per attempt.
+            if not outage_logged:
+                logger.warning("event bus listener lost Redis (%s: %s); reconnecting every %ss",
+                               exc.__class__.__name__, exc, _RECONNECT_SECONDS)
+                outage_logged = True
+            if client is not None:
+                try:
+                    client.close()
+                except Exception:
+                    pass
+            time.sleep(_RECONNECT_SECONDS)
 
 
 def _dispatch_resync() -> None:
     with _lock:
         channels = list(_listeners)
     for channel in channels:
-        dispatch_local(channel, {"resync": True})
+        dispatch_local(channel, dict(RESYNC))

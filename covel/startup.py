@@ -9,7 +9,7 @@ logger = logging.getLogger("covel.startup")
 
 
 def on_asgi_startup() -> None:
-    """Log the shape we run in and start the in-process worker when configured.
+    """Log the shape we run in; start the in-process timers (beat schedule) when configured.
 
     Raises RuntimeError in the hosted shape when Redis is unreachable: we refuse to start rather
     than silently degrade (spec 004 §多实例能力边界).
@@ -25,12 +25,17 @@ def on_asgi_startup() -> None:
 
         # The event fan-out subscription must be live before we serve (covel/eventbus.py).
         eventbus.start()
+    from covel import inprocess
+
+    # No beat in the embedded shape: its schedule (reapers, the execution re-sender) runs here.
+    timers = inprocess.timers_start()
     lock = "pg-advisory" if settings.STORE_BACKEND == "pg" else "in-process"
     logger.info(
-        "covel %s: store=%s tier=%s session lock: %s worker=%s",
+        "covel %s: store=%s tier=%s session lock: %s worker=%s timers=%s",
         settings.COVEL_VERSION,
         settings.STORE_BACKEND,
         settings.DEPLOYMENT_TIER,
         lock,
         "in-process" if settings.COVEL_INPROCESS_WORKER else "celery",
+        "in-process" if timers else "beat/off",
     )

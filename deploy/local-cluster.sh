@@ -7,6 +7,8 @@
 #   REDIS_URL      redis://127.0.0.1:6379/1
 #   FLOWER_PORT    5555 (set to "" to skip Flower)
 #   CLUSTER_DIR    .cluster (pid files and logs)
+#   SUPERVISE      1: a web, worker or beat process that exits is started again after 2 s (the
+#                  restart policy of docker-compose.yml / Kubernetes, README "Faults"); 0: not
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,11 +22,35 @@ CLUSTER_DIR=${CLUSTER_DIR:-.cluster}
 VENV=${VENV:-.venv}
 mkdir -p "$CLUSTER_DIR" "$COVEL_HOME"
 
+SUPERVISE=${SUPERVISE:-1}
+
+# Runs "$@" and starts it again whenever it exits, until it gets SIGTERM/SIGINT itself (which it
+# forwards to the running command and waits for: a worker's warm shutdown still drains its turns).
+supervise() {  # name, command...
+  local name=$1; shift
+  local child="" rc
+  trap 'stopping=1; [ -n "$child" ] && kill -TERM "$child" 2>/dev/null; wait "$child" 2>/dev/null; exit 0' TERM INT
+  stopping=0
+  while true; do
+    "$@" &
+    child=$!
+    wait "$child" && rc=0 || rc=$?
+    [ "$stopping" = 1 ] && exit 0
+    echo "$(date -u +%FT%TZ) supervise: $name exited ($rc); starting it again in 2 s"
+    child=""
+    sleep 2 & wait $! || true  # a background sleep: SIGTERM is handled at once, not after it
+  done
+}
+
 start_one() {  # name, command...
   local name=$1; shift
-  nohup "$@" >"$CLUSTER_DIR/$name.log" 2>&1 &
+  if [ "$SUPERVISE" = 1 ]; then
+    nohup bash -c "$(declare -f supervise); supervise \"\$@\"" supervise "$name" "$@" >"$CLUSTER_DIR/$name.log" 2>&1 &
+  else
+    nohup "$@" >"$CLUSTER_DIR/$name.log" 2>&1 &
+  fi
   echo $! >"$CLUSTER_DIR/$name.pid"
-  echo "started $name (pid $!)"
+  echo "started $name (pid $!$([ "$SUPERVISE" = 1 ] && echo ", supervised"))"
 }
 
 wait_http() {

@@ -13,3 +13,13 @@ class JobsConfig(AppConfig):
 
         # The turn engine writes a turn's runtime jobs through this port (turns.engine.ports).
         runtime_jobs_stage_install(runtime_jobs_enqueue)
+
+        from jobs.config_services import TRUST_SOURCES, server_setting_value
+        from jobs.selectors import runtime_jobs_queued_count
+        from plugins_app.trust import trusted_sources_install
+        from turns.engine.ports import runtime_jobs_queued_count_install
+
+        # plugin-rpc refuses a background run when the session's queue is full (429 background_queue_full).
+        runtime_jobs_queued_count_install(runtime_jobs_queued_count)
+        # Community plugins whose install source is in trust.sources skip the code approvals.
+        trusted_sources_install(lambda: server_setting_value(TRUST_SOURCES))

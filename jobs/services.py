@@ -28,6 +28,7 @@ Lifecycle (``jobs.schemas`` has the statuses)::
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
@@ -43,11 +44,12 @@ from django.db.models import F
 from django.utils import timezone
 
 from covel.errors import SessionBusy, SessionNotFound
-from covel.taskqueue import TASK_RUN_RUNTIME_JOB, task_send, task_send_on_commit
+from covel.taskqueue import TASK_RUN_RUNTIME_JOB, task_send
 from jobs import leases, schemas as S, selectors
 from jobs.errors import BackgroundQueueFull, RuntimeJobNotCancellable, RuntimeJobNotRetryable, SessionNotActive
 from jobs.models import RuntimeJob
 from turns.events import NewEvent, session_events_append
+from sessions.grants import code_grant_checker
 from sessions.locks import session_lock
 
 logger = logging.getLogger("covel.jobs")
@@ -91,7 +93,21 @@ def _status_event(job: RuntimeJob) -> NewEvent:
 
 
 def _enqueue_on_commit(job_id: str) -> None:
-    task_send_on_commit(TASK_RUN_RUNTIME_JOB, job_id)
+    # Sent after the turn's commit. A broker that refuses it must not turn the committed turn into
+    # an error (an on-commit exception escapes the commit): the job stays queued and the
+    # re-sender (``jobs_reap`` step 3) sends it after COVEL_JOB_REQUEUE_AFTER_SECONDS.
+    transaction.on_commit(functools.partial(_job_send, job_id))
+
+
+def _job_send(job_id: str) -> bool:
+    """Send the job's task now; False (logged) when the broker refuses it (see ``_enqueue_on_commit``)."""
+    try:
+        task_send(TASK_RUN_RUNTIME_JOB, job_id)
+    except Exception as exc:
+        logger.warning("runtime job %s: task not sent (%s: %s); the re-sender will send it", job_id,
+                       exc.__class__.__name__, exc)
+        return False
+    return True
 
 
 def runtime_jobs_enqueue(*, session, jobs: list[dict[str, Any]]) -> list[NewEvent]:
@@ -161,7 +177,7 @@ def _siblings_kick(session_id: str, runtime_id: str) -> None:
     nxt = (RuntimeJob.objects.filter(session_id=session_id, runtime_id=runtime_id, status=S.QUEUED)
            .order_by("created_at", "id").values_list("pk", flat=True).first())
     if nxt is not None:
-        task_send(TASK_RUN_RUNTIME_JOB, str(nxt))
+        _job_send(str(nxt))
 
 
 # --- claim and lease ---------------------------------------------------------------------------
@@ -316,13 +332,16 @@ def _claimed_run(claim: JobClaim, keeper: _LeaseKeeper, *, hostname: str, plugin
 
     job = RuntimeJob.objects.get(pk=claim.job_id)
     session = Session.objects.filter(pk=claim.session_id).first()
-    if not _session_current(session, job):
+    grant_check = code_grant_checker(claim.session_id, registry=plugin_registry)
+    # A community runtime whose grants were revoked since it was queued does not run (spec 004:
+    # 执行期间会话被暂停、结束或撤销授权 → stale); the engine asks again right before its code loads.
+    if not _session_current(session, job) or _code_denied(job, grant_check, plugin_registry):
         _transition(claim.job_id, S.IN_FLIGHT, S.STALE, token=claim.fencing_token, reason=S.REASON_PRE_EXECUTION)
         return S.STALE
     if not job_start(claim):
         return None
     try:
-        run = runtime_job_execute(job, cancel=keeper.cancel, plugin_registry=plugin_registry)
+        run = runtime_job_execute(job, cancel=keeper.cancel, plugin_registry=plugin_registry, code_grants=grant_check)
     except RuntimeJobRejected as exc:
         _transition(claim.job_id, S.IN_FLIGHT, S.STALE, token=claim.fencing_token, reason=S.REASON_PRE_EXECUTION,
                     message=exc.message)
@@ -333,6 +352,14 @@ def _claimed_run(claim: JobClaim, keeper: _LeaseKeeper, *, hostname: str, plugin
     if hostname and leases.worker_shutdown_requested(hostname):
         return S.QUEUED if job_requeue(claim) else None
     return job_commit(claim, run)
+
+
+def _code_denied(job: RuntimeJob, grant_check, plugin_registry: Any) -> bool:
+    """True when the job's plugin is a community plugin lacking its server-code or runtime grant."""
+    from plugins_app.registry import plugin_registry as registry_default
+
+    record = (plugin_registry or registry_default()).get(job.plugin_id)
+    return record is not None and record.needs_code_grant and grant_check(job.plugin_id, job.runtime_id) is not None
 
 
 def job_start(claim: JobClaim) -> bool:
@@ -445,6 +472,7 @@ def runtime_job_retry(*, session, job_id: str) -> RuntimeJob:
     if selectors.runtime_jobs_queued_count(session.pk) >= MAX_QUEUED_PER_SESSION:
         raise BackgroundQueueFull(message="Too many queued background jobs in this session")
     payload = {**(job.payload or {}), "incarnation": session.incarnation, "locale": session.locale, "retryOf": str(job.id)}
+    payload.pop("turnId", None)  # a retry runs under a new turnId (spec 004: 重试使用新的 turnId)
     with transaction.atomic():
         new = RuntimeJob.objects.create(session_id=session.pk, plugin_id=job.plugin_id, runtime_id=job.runtime_id,
                                         payload=payload)
@@ -463,8 +491,12 @@ def jobs_reap(*, now=None) -> int:
        the lease is not held by their owner any more) → orphaned (reason lease-expired), never
        replayed (spec 004: 租约过期的在途作业标为 orphaned);
     2. queued jobs past their ``completion.maxQueueMs`` → timed_out;
-    3. queued jobs idle for COVEL_JOB_REQUEUE_AFTER_SECONDS (their message was lost with a
-       restarted in-process worker) are sent to the queue again (spec: 重启后继续认领合法的 queued 作业).
+    3. queued jobs idle for COVEL_JOB_REQUEUE_AFTER_SECONDS (their message was lost: a restarted
+       in-process worker, a Redis restart, a send the broker refused) are sent to the queue again
+       (spec: 重启后继续认领合法的 queued 作业): the oldest of each (session, runtime) whose lease
+       nobody holds, once per idle window — a compare-and-set on ``updated_at`` marks it sent, so
+       concurrent reapers send it once and the next send waits another window. A second delivery
+       finds the job claimed (or its runtime's lease taken) and exits.
     Returns how many jobs changed status.
     """
     now = now or timezone.now()
@@ -487,14 +519,20 @@ def jobs_reap(*, now=None) -> int:
                 changed += 1
     idle_before = now - timedelta(seconds=settings.COVEL_JOB_REQUEUE_AFTER_SECONDS)
     stuck = (RuntimeJob.objects.filter(status=S.QUEUED, updated_at__lt=idle_before)
-             .order_by("created_at", "id").values_list("pk", "session_id", "runtime_id"))
+             .order_by("created_at", "id").values_list("pk", "session_id", "runtime_id", "updated_at"))
     seen: set[tuple[str, str]] = set()
-    for pk, session_id, runtime_id in list(stuck):
+    for pk, session_id, runtime_id, updated_at in list(stuck):
         key = (str(session_id), runtime_id)
         if key in seen or leases.lease_holder(_lease_name(*key)) is not None:
             continue
         seen.add(key)
-        task_send(TASK_RUN_RUNTIME_JOB, str(pk))
+        if not RuntimeJob.objects.filter(pk=pk, status=S.QUEUED, updated_at=updated_at).update(updated_at=now):
+            continue  # claimed, cancelled or re-sent meanwhile
+        if _job_send(str(pk)):
+            logger.warning("runtime job %s: queued for %ss with no worker; its task was sent again", pk,
+                           settings.COVEL_JOB_REQUEUE_AFTER_SECONDS)
+        else:
+            RuntimeJob.objects.filter(pk=pk, status=S.QUEUED, updated_at=now).update(updated_at=updated_at)
     return changed
 
 

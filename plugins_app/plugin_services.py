@@ -11,6 +11,7 @@ from typing import Any, Callable
 from covel.errors import ApiError
 from plugins_app import manifests as mf
 from plugins_app.discovery import DiscoveredPlugin, SOURCE_COMMUNITY
+from plugins_app.hooks import HOOKS_RUN
 from plugins_app.registry import HOST_ERROR, PluginRegistry, plugin_record_build
 from plugins_app.validation import (
     CODE_IDENTITY_INVALID, CODE_MANIFEST_MISSING, PackageValidationReport, error, package_root_find, report_build,
@@ -31,7 +32,8 @@ def capabilities() -> dict[str, Any]:
                 "inputInjectKinds": list(mf.INPUT_INJECT_KINDS),
                 "uiSlots": ["right", "message", "view", "segment"],
                 "stages": list(mf.STAGES),
-                "hookEvents": list(mf.HOOK_EVENTS),
+                # Only the hook events something runs (plugins_app.hooks); manifests may declare the others.
+                "hookEvents": list(HOOKS_RUN),
                 "builtinTools": list(mf.BUILTIN_TOOLS),
                 "datasetTools": list(mf.DATASET_TOOLS),
             },

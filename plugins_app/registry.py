@@ -13,6 +13,12 @@ work) and must define `register(api)`. `api` is a `PluginRegistrationApi`:
     api.register_hook(event, handler, enforce="normal")  # contributes.hooks
     api.register_service(contract, provider, **options)  # contributes.services
 
+Community packages (source "community") are never imported at start: their entry waits with
+hostState "installed" until a session grants ``covel:plugin-server-code`` (or trust.sources
+satisfies it) and the caller that checked the grant calls ``PluginRegistry.entry_ensure`` (spec 000
+§第三方插件 server-code 审批边界: 服务启动时不执行这些插件的 entry). Loading is process-wide and once;
+running is still checked per session. Builtin entries load when the registry is built.
+
 Every registration must be declared in the manifest and every declaration must be registered
 (spec: "Every entry registration needs a declaration here, and every declaration needs an
 implementation"). Registrations are staged and published only when `register()` returns and all
@@ -44,6 +50,7 @@ from plugins_app.manifests import (
     text_languages,
 )
 from plugins_app.toolkit.modules import module_load_by_path
+from plugins_app.trust import action_is_reserved, plugin_trust
 from plugins_app.validation import Issue, error
 
 logger = logging.getLogger(__name__)
@@ -119,7 +126,10 @@ class PluginRegistrationApi:
         self.staged.tools[name] = Registration(self.plugin_id, "tool", name, handler, options)
 
     def register_rpc(self, name: str, handler: Callable[..., Any], **options: Any) -> None:
-        """Register an RPC action (plugin-rpc / slash commands); must be in contributes.actions."""
+        """Register an RPC action (plugin-rpc / slash commands); must be in contributes.actions and
+        must not use a framework approval prefix (covel:, runtime:, event:)."""
+        if action_is_reserved(name):
+            raise RegistrationError(f"action {name!r} uses a reserved framework prefix")
         if name not in self._manifest.contributes.actions:
             raise RegistrationError(f"action {name!r} is not declared in contributes.actions")
         if name in self.staged.rpcs:
@@ -161,7 +171,8 @@ class PluginRegistrationApi:
 class PluginRecord:
     """A plugin as the registry sees it: manifest, source, hostState, error text and registrations.
 
-    host_state: discovered | installed | loaded | error (spec 004 PluginSummary.hostState).
+    host_state: discovered | installed | loaded | error (spec 004 PluginSummary.hostState);
+    "installed": a community package whose Python entry waits for a session's server-code grant.
     error: client-safe text with the plugin root written as `<plugin>`.
     registrations: what the entry registered; empty unless host_state == "loaded".
     """
@@ -179,7 +190,19 @@ class PluginRecord:
 
     @property
     def is_loaded(self) -> bool:
-        return self.host_state == HOST_LOADED
+        """The plugin can be used: its entry is published, or it is a community package whose entry
+        is loaded on the first granted use (``is_code_pending``)."""
+        return self.host_state in (HOST_LOADED, HOST_INSTALLED)
+
+    @property
+    def is_code_pending(self) -> bool:
+        """A community entry not imported in this process yet (see ``PluginRegistry.entry_ensure``)."""
+        return self.host_state == HOST_INSTALLED
+
+    @property
+    def needs_code_grant(self) -> bool:
+        """Its server code and runtimes run only with a session grant (every non-builtin package)."""
+        return self.source != SOURCE_BUILTIN
 
     def summary(self) -> dict[str, Any]:
         """PluginSummary (spec 004 GET /api/plugins)."""
@@ -209,6 +232,8 @@ class PluginRecord:
         }
         if self.error:
             out["error"] = self.error
+        if self.needs_code_grant:
+            out["trust"] = plugin_trust(m.root)
         if m.disabled_runtimes:
             out["disabledRuntimes"] = [dict(d) for d in m.disabled_runtimes]
         if m.ignored_fields:
@@ -259,6 +284,30 @@ class PluginRegistry:
 
     records: dict[str, PluginRecord] = field(default_factory=dict)
     shadowed: list[DiscoveredPlugin] = field(default_factory=list)
+    #: Bumped whenever an entry is published after the build (tool registries are rebuilt then).
+    generation: int = 0
+    _entry_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def entry_ensure(self, plugin_id: str) -> PluginRecord | None:
+        """Import a code-pending community entry and publish its registrations (once per process;
+        thread-safe). The caller has checked the session's ``covel:plugin-server-code`` grant.
+        Returns the record (hostState "loaded", or "error" with ``error`` set when the entry failed)."""
+        record = self.records.get(plugin_id)
+        if record is None or not record.is_code_pending:
+            return record
+        with self._entry_lock:
+            if record.is_code_pending:
+                registrations, issues = _entry_register(record.manifest)
+                record.issues.extend(issues)
+                if registrations is None:
+                    record.host_state = HOST_ERROR
+                    first = next((i for i in issues if i.is_error), None)
+                    record.error = f"<plugin>/{first.file or PLUGIN_FILE}: {first.message}" if first else "plugin failed to load"
+                else:
+                    record.registrations = registrations
+                    record.host_state = HOST_LOADED
+                self.generation += 1
+        return record
 
     def get(self, plugin_id: str) -> PluginRecord | None:
         return self.records.get(plugin_id)
@@ -351,7 +400,9 @@ def plugin_record_build(found: DiscoveredPlugin, *, load_entries: bool = True) -
                 kept.append(runtime)
         manifest.runtimes = kept
         if manifest.entry_language == "python":
-            if load_entries:
+            if found.source != SOURCE_BUILTIN:
+                record.host_state = HOST_INSTALLED  # imported only after a grant (PluginRegistry.entry_ensure)
+            elif load_entries:
                 registrations, entry_issues = _entry_register(manifest)
                 issues.extend(entry_issues)
                 if registrations is None:

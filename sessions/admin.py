@@ -99,3 +99,12 @@ class CharacterSchemaAdmin(_ReadOnlyAdmin):
 class SnapshotAdmin(_ReadOnlyAdmin):
     list_display = ("snapshot_id", "session", "label", "completed_player_turns", "created_at")
     search_fields = ("snapshot_id", "label", "session__id")
+
+
+@admin.register(models.Approval)
+class ApprovalAdmin(_ReadOnlyAdmin):
+    # The incarnation nonce is private (sessions.models.Session); it is not shown here either.
+    list_display = ("id", "session_id", "plugin_id", "action", "status", "scope", "requested_at", "decided_at")
+    list_filter = ("status", "scope")
+    search_fields = ("session_id", "plugin_id", "action")
+    exclude = ("incarnation",)

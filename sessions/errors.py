@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from covel.errors import ApiError
+from covel.errors import ApiEarlyResponse, ApiError
 
 
 class InvalidRequest(ApiError):
@@ -170,3 +170,67 @@ class OutputNotFound(ApiError):
 
     def __init__(self, output_id: str) -> None:
         super().__init__(message=f"Runtime output not found: {output_id}")
+
+
+# --- approvals (spec 004 §RPC Approval 流程, §社区插件授权) -------------------------------------------
+
+
+class ApprovalRequired(ApiEarlyResponse):
+    """202 ``{status: "approval-required", approvalId, pending}``: a community plugin lacks a grant;
+    nothing ran and nothing was written. The client decides, then repeats the same request."""
+
+    status = 202
+
+    def __init__(self, pending: dict[str, Any]) -> None:
+        super().__init__({"status": "approval-required", "approvalId": pending["approvalId"], "pending": pending})
+
+
+class ApprovalNotFound(ApiError):
+    """404 approval_not_found: no such approval, or it was already decided."""
+
+    status = 404
+    code = "approval_not_found"
+
+    def __init__(self, approval_id: str) -> None:
+        super().__init__(message=f"Approval not found: {approval_id}")
+
+
+class ApprovalScopeChanged(ApiError):
+    """409 approval_scope_changed: the session's grants were revoked, the plugin was disabled, the
+    session is being deleted or was re-created under the same id since the request was made."""
+
+    status = 409
+    code = "approval_scope_changed"
+
+    def __init__(self) -> None:
+        super().__init__(message="The approval no longer applies: the session's authorization scope changed")
+
+
+class ApprovalQueueFull(ApiError):
+    """429 queue_full: the session already has the most pending approvals it may hold."""
+
+    status = 429
+    code = "queue_full"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(message=f"Too many pending approvals in this session (max {limit})")
+
+
+class PluginLocked(ApiError):
+    """403 plugin_locked: a builtin core plugin cannot be disabled in a session."""
+
+    status = 403
+    code = "plugin_locked"
+
+    def __init__(self, plugin_id: str) -> None:
+        super().__init__(message=f"Plugin is locked in this session: {plugin_id}", details={"pluginId": plugin_id})
+
+
+class SessionLifecycleBusy(ApiError):
+    """409 session_lifecycle_busy: a SessionStart / SessionEnd hook is running; retry when it is done."""
+
+    status = 409
+    code = "session_lifecycle_busy"
+
+    def __init__(self, event: str) -> None:
+        super().__init__(message=f"A {event} hook of this session is running; retry shortly", details={"event": event})

@@ -10,6 +10,14 @@ SQLite (embedded): one ``threading.Lock`` per session id inside this process —
 is a single process (spec 004 §多实例能力边界: 进程内的锁).
 
 ``session_lock_probe`` answers without waiting for a long turn: "held", "free" or "unknown".
+
+Lock connections heal (README "Faults"): an idle pooled connection is checked before reuse without
+a round trip (closed, broken, inside a transaction, or its socket readable: an idle autocommit
+connection receives nothing unless the server is ending it, e.g. ``AdminShutdown`` after a
+PostgreSQL restart); TCP keep-alives notice a vanished server. If the first statement on a reused
+connection still fails with a connection error, the connection is dropped and the statement is
+retried once on a new one. An advisory lock lives as long as its connection: a PostgreSQL restart
+releases every lock held when it happened.
 """
 from __future__ import annotations
 
@@ -17,8 +25,9 @@ import contextlib
 import hashlib
 import logging
 import queue
+import select
 import threading
-from typing import Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 from django.conf import settings
 
@@ -33,6 +42,11 @@ PROBE_UNKNOWN = "unknown"
 # Spec 004 §刷新与未完成回合恢复: the probe gives up after 200 ms without a lock connection.
 PROBE_CONNECTION_WAIT_SECONDS = 0.2
 _POOL_MAX_IDLE = 8
+# TCP keep-alive of lock connections (libpq parameters): a server gone without closing the socket
+# is noticed after about idle + interval * count seconds instead of the kernel's two hours.
+_KEEPALIVE = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3}
+
+T = TypeVar("T")
 
 
 def session_lock_key(session_id: str) -> int:
@@ -68,24 +82,21 @@ def session_lock_probe(session_id: str) -> str:
     if not _uses_pg():
         entry = _local_locks.get(session_id)
         return PROBE_HELD if entry is not None and entry.lock.locked() else PROBE_FREE
-    try:
-        conn = _pool.get(wait_seconds=PROBE_CONNECTION_WAIT_SECONDS)
-    except Exception:
-        logger.warning("session lock probe: no lock connection within %ss", PROBE_CONNECTION_WAIT_SECONDS)
-        return PROBE_UNKNOWN
-    healthy = False
-    try:
-        key = session_lock_key(session_id)
+    key = session_lock_key(session_id)
+
+    def probe(conn) -> bool:
         acquired = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]
         if acquired:
             conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
-        healthy = True
-        return PROBE_FREE if acquired else PROBE_HELD
-    except Exception:
-        logger.exception("session lock probe failed")
+        return acquired
+
+    try:
+        conn, acquired = _on_live_connection(probe, wait_seconds=PROBE_CONNECTION_WAIT_SECONDS)
+    except Exception as exc:
+        logger.warning("session lock probe failed (%s: %s)", exc.__class__.__name__, exc)
         return PROBE_UNKNOWN
-    finally:
-        _pool.put(conn, healthy=healthy)
+    _pool.put(conn, healthy=True)
+    return PROBE_FREE if acquired else PROBE_HELD
 
 
 # --- embedded: in-process locks -------------------------------------------------------------
@@ -148,21 +159,25 @@ class _PgPool:
             autocommit=True,
             connect_timeout=max(1, int(round(timeout_seconds))),
             application_name="covel-session-lock",
+            **_KEEPALIVE,
         )
 
-    def get(self, *, wait_seconds: float = 5.0):
+    def get(self, *, wait_seconds: float = 5.0, fresh: bool = False) -> tuple[Any, bool]:
+        """(connection, reused): an idle connection that passes ``_usable`` or, with none (or
+        ``fresh``), a new one within ``wait_seconds``. Raises what connecting raises, or
+        TimeoutError."""
         import os
 
         if self._pid != os.getpid():  # a forked worker must not share the parent's sockets
             self._idle = queue.LifoQueue()
             self._pid = os.getpid()
-        while True:
+        while not fresh:
             try:
                 conn = self._idle.get_nowait()
             except queue.Empty:
                 break
-            if not conn.closed and conn.info.dbname == settings.DATABASES["default"]["NAME"]:
-                return conn
+            if conn.info.dbname == settings.DATABASES["default"]["NAME"] and _usable(conn):
+                return conn, True
             _close_quietly(conn)
         if wait_seconds < 1:
             # psycopg's connect_timeout has a one-second grain; bound short waits on a thread.
@@ -178,13 +193,13 @@ class _PgPool:
             thread.start()
             thread.join(wait_seconds)
             if "conn" in result:
-                return result["conn"]
+                return result["conn"], False
             if thread.is_alive():
                 # Keep the late connection for the next caller instead of leaking it.
                 threading.Thread(target=self._adopt_late, args=(thread, result), daemon=True).start()
                 raise TimeoutError("no lock connection in time")
             raise result.get("error") or TimeoutError("no lock connection")
-        return self._connect(wait_seconds)
+        return self._connect(wait_seconds), False
 
     def _adopt_late(self, thread: threading.Thread, result: dict) -> None:
         thread.join()
@@ -196,6 +211,49 @@ class _PgPool:
             _close_quietly(conn)
             return
         self._idle.put(conn)
+
+
+def _usable(conn) -> bool:
+    """Whether an idle pooled connection may be reused, checked without a round trip: open, not
+    broken, not inside a transaction, and nothing waiting on its socket (an idle autocommit
+    connection that never LISTENs receives nothing unless the server is closing it)."""
+    from psycopg.pq import TransactionStatus
+
+    if conn.closed or conn.broken or conn.info.transaction_status != TransactionStatus.IDLE:
+        return False
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return False
+    return not readable
+
+
+def _on_live_connection(statement: Callable[[Any], T], *, wait_seconds: float) -> tuple[Any, T]:
+    """Run ``statement(conn)`` on a pool connection; returns (conn, its result) and the caller
+    owns ``conn`` (``_pool.put`` it). When a *reused* connection fails with a connection error
+    (the server ended it since ``_usable`` looked), it is dropped and the statement runs once more
+    on a new connection. On any other failure the connection is closed and the error raised.
+    ``statement`` must handle the errors it expects itself (LockNotAvailable is an
+    OperationalError too)."""
+    import psycopg
+
+    conn, reused = _pool.get(wait_seconds=wait_seconds)
+    try:
+        return conn, statement(conn)
+    except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+        _close_quietly(conn)
+        if not reused:
+            raise
+        logger.warning("session lock: pooled connection was dead (%s); retrying on a new one", exc.__class__.__name__)
+    except BaseException:
+        _close_quietly(conn)
+        raise
+    conn, _ = _pool.get(wait_seconds=wait_seconds, fresh=True)
+    try:
+        return conn, statement(conn)
+    except BaseException:
+        _close_quietly(conn)
+        raise
 
 
 def _close_quietly(conn) -> None:
@@ -213,22 +271,21 @@ def _pg_lock(session_id: str, wait_seconds: float) -> Iterator[None]:
     import psycopg
 
     key = session_lock_key(session_id)
-    conn = _pool.get(wait_seconds=max(wait_seconds, 1.0))
-    healthy = False
-    try:
+
+    def acquire(conn) -> bool:
         # Uncontended (the usual case): one round trip. Only a contended lock pays for the wait setup.
-        acquired = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]
-        if not acquired and wait_seconds > 0:
-            conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{int(wait_seconds * 1000)}ms",))
-            try:
-                conn.execute("SELECT pg_advisory_lock(%s)", (key,))
-                acquired = True
-            except psycopg.errors.LockNotAvailable:
-                acquired = False
-        healthy = True
-    finally:
-        if not healthy:
-            _pool.put(conn, healthy=False)
+        if conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+            return True
+        if wait_seconds <= 0:
+            return False
+        conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{int(wait_seconds * 1000)}ms",))
+        try:
+            conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+        except psycopg.errors.LockNotAvailable:
+            return False
+        return True
+
+    conn, acquired = _on_live_connection(acquire, wait_seconds=max(wait_seconds, 1.0))
     if not acquired:
         _pool.put(conn, healthy=True)
         raise SessionBusy()
@@ -239,8 +296,9 @@ def _pg_lock(session_id: str, wait_seconds: float) -> Iterator[None]:
         try:
             conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
             released = True
-        except Exception:
-            logger.exception("advisory unlock failed for %s; dropping the connection releases it", session_id)
+        except Exception as exc:
+            logger.warning("advisory unlock failed for %s (%s: %s); dropping the connection releases it",
+                           session_id, exc.__class__.__name__, exc)
         _pool.put(conn, healthy=released)
 
 

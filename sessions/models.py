@@ -5,6 +5,8 @@ JSON fields hold camelCase wire shapes exactly as the spec writes them.
 """
 from __future__ import annotations
 
+import uuid
+
 from django.db import models
 from django.utils import timezone
 
@@ -209,3 +211,65 @@ class Snapshot(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["session", "created_at", "id"])]
+
+
+class Approval(models.Model):
+    """One approval of a session (spec 004 §RPC Approval 流程, §社区插件授权): a pending request for a
+    community plugin to run code or an action, and then the player's decision on it.
+
+    ``action``: ``covel:plugin-server-code``, ``runtime:<runtimeId>``, ``event:<topic>`` or an RPC
+    action name. ``status``: pending → allowed (a grant; ``scope`` once|session) | denied; a once
+    grant becomes consumed when one identical request (``payload_hash``, key order ignored) uses it
+    within ``expires_at``; revoke and scope changes make pending rows stale. A grant holds only while
+    ``incarnation`` and both generations equal the session's current ones (``sessions.approvals``).
+    Stored in the database so every web process and worker honours the same decisions.
+    ``session_id`` is not a foreign key: the row outlives a deleted session so a late decision on it
+    answers 409 approval_scope_changed; rows of an old incarnation are never valid again and are
+    pruned when the id asks again.
+    """
+
+    STATUS_PENDING = "pending"
+    STATUS_ALLOWED = "allowed"
+    STATUS_DENIED = "denied"
+    STATUS_CONSUMED = "consumed"
+    STATUS_STALE = "stale"
+    SCOPE_ONCE = "once"
+    SCOPE_SESSION = "session"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session_id = models.CharField(max_length=160, db_index=True)
+    incarnation = models.CharField(max_length=64)
+    session_generation = models.IntegerField(default=0)
+    plugin_generation = models.IntegerField(default=0)
+    plugin_id = models.CharField(max_length=128)
+    action = models.CharField(max_length=300)
+    payload = models.JSONField(default=dict)
+    payload_hash = models.CharField(max_length=64)
+    status = models.CharField(max_length=16, default=STATUS_PENDING)
+    scope = models.CharField(max_length=16, blank=True, default="")
+    trust_level = models.CharField(max_length=16, default="community")
+    description = models.TextField(blank=True, default="")
+    requested_at = models.DateTimeField(default=timezone.now)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["session_id", "plugin_id", "action", "status"])]
+
+
+class ApprovalGeneration(models.Model):
+    """The persisted grant generation of a session (``plugin_id`` "") or of one plugin in it.
+
+    DELETE /api/sessions/:id/approvals and disabling a plugin increment it; an approval made under an
+    older generation is no grant anywhere any more (spec 004 revoke 边界: 其他 Pod 即使内存里还有旧的
+    grant，也会因为代次不匹配而拒绝). A missing row means generation 0.
+    """
+
+    SESSION_WIDE = ""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="approval_generations")
+    plugin_id = models.CharField(max_length=128, blank=True, default=SESSION_WIDE)
+    generation = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "plugin_id"], name="uniq_approval_generation")]

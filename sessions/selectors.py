@@ -18,6 +18,8 @@ from covel.jsonbody import json_type_name
 from covel.times import iso
 
 from sessions.errors import InvalidCursor
+from sessions.grants import session_plugin_approval
+from sessions.lifecycle import LIFECYCLE_KEY, SESSION_END_FIRED_KEY
 from sessions.models import Character, ChatMessage, DimensionValue, LorebookEntry, Session
 
 AUTO_ADVANCE_DEFAULT = 3
@@ -56,7 +58,8 @@ def auto_advance_limit(session: Session) -> int:
 
 def session_out(session: Session, *, brief: bool = False) -> dict[str, Any]:
     """The session record (spec 004 GET /api/sessions/:id); brief=True is the list item shape."""
-    meta = dict(session.metadata or {})
+    # The lifecycle bookkeeping (sessions.lifecycle) is the framework's, not part of the record.
+    meta = {k: v for k, v in (session.metadata or {}).items() if k not in (LIFECYCLE_KEY, SESSION_END_FIRED_KEY)}
     out: dict[str, Any] = {
         "id": session.id,
         "worldId": session.world_id or None,
@@ -287,6 +290,11 @@ def seat_bound_character_ids(session: Session, seat: dict[str, Any]) -> list[str
     return [c for c in characters or [] if isinstance(c, str)]
 
 
+def plugin_is_locked(record) -> bool:
+    """Builtin ``kind: core`` plugins are locked on in a session (403 plugin_locked on disable)."""
+    return record.manifest.kind == "core" and record.source == "builtin"
+
+
 def session_plugins(session: Session, registry) -> dict[str, Any]:
     """GET /api/sessions/:id/plugins: ``{items, commands, unavailable}``. Read-only."""
     runnable, rejections = runnable_plugins(session, registry)
@@ -297,30 +305,47 @@ def session_plugins(session: Session, registry) -> dict[str, Any]:
     for record in registry.all():
         summary = record.summary()
         is_active = record.id in runnable
-        summary.update({"active": record.id in saved, "locked": False,
-                        "sessionState": "active" if is_active else ("unavailable" if record.id in saved else "inactive"),
-                        "serverCodeApproved": record.source == "builtin"})
+        # Community plugins chosen but not granted for this session stay selected and show as
+        # paused (spec 004 §社区插件待授权状态: approvalRequired true, active false).
+        approval = session_plugin_approval(session, record, is_selected=record.id in saved)
+        needs_approval = bool(approval.get("approvalRequired"))
+        summary.update({"active": record.id in saved and not needs_approval, "locked": plugin_is_locked(record),
+                        "sessionState": ("approval-required" if needs_approval else "active") if is_active
+                        else ("unavailable" if record.id in saved else "inactive"),
+                        **approval})
         if record.id in auto_added:
             summary["autoAdded"] = True
         rejection = next((r for r in rejections if r["pluginId"] == record.id), None)
         if rejection:
             summary["rejection"] = rejection
         items.append(summary)
-    commands = [
-        {"id": "framework:plugins", "pluginId": "framework", "source": "framework", "name": "plugins",
-         "description": {"zh": "查看插件注册能力与最近的服务调用", "en": "Show plugin capabilities and recent service calls"},
-         "arguments": [{"name": "pluginId", "type": "string"}], "action": "slash-plugins"},
-        {"id": "framework:debug", "pluginId": "framework", "source": "framework", "name": "debug", "aliases": ["trace"],
-         "description": {"zh": "打开当前会话的调试与执行跟踪视图", "en": "Open the session's debug and trace view"},
-         "action": "slash-debug", "context": ["session", "active-runtimes", "models"]},
-    ]
+    return {"items": items, "commands": session_commands(session, registry, runnable=runnable), "unavailable": rejections}
+
+
+#: The framework's own commands (spec 004 §会话插件管理, §/plugins 命令); pluginId "framework" is reserved.
+FRAMEWORK_COMMANDS: tuple[dict[str, Any], ...] = (
+    {"id": "framework:plugins", "pluginId": "framework", "source": "framework", "name": "plugins",
+     "description": {"zh": "查看插件注册能力与最近的服务调用", "en": "Show plugin capabilities and recent service calls"},
+     "arguments": [{"name": "pluginId", "type": "string"}], "action": "slash-plugins"},
+    {"id": "framework:debug", "pluginId": "framework", "source": "framework", "name": "debug", "aliases": ["trace"],
+     "description": {"zh": "打开当前会话的调试与执行跟踪视图", "en": "Open the session's debug and trace view"},
+     "action": "slash-debug", "context": ["session", "active-runtimes", "models"]},
+)
+
+
+def session_commands(session: Session, registry, *, runnable: list[str] | None = None) -> list[dict[str, Any]]:
+    """The session's one command catalogue: the framework commands, then every runnable plugin's
+    ``contributes.commands`` as ``{...declaration, id: "<pluginId>:<name>", pluginId, source: "plugin"}``."""
+    if runnable is None:
+        runnable, _ = runnable_plugins(session, registry)
+    commands = [json.loads(json.dumps(c)) for c in FRAMEWORK_COMMANDS]
     for plugin_id in runnable:
         record = registry.get(plugin_id)
         for command in record.manifest.contributes.commands:
             name = command.get("name")
             if isinstance(name, str):
                 commands.append({**command, "id": f"{plugin_id}:{name}", "pluginId": plugin_id, "source": "plugin"})
-    return {"items": items, "commands": commands, "unavailable": rejections}
+    return commands
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from covel.errors import SessionNotFound
-from sessions import auth
+from sessions import auth, lifecycle
 from plugins_app.errors import PluginNotFound
 from plugins_app.registry import plugin_registry
 from sessions.catalog import ResolvedWorld, world_resolve
@@ -28,6 +28,7 @@ from sessions.errors import (
     DimensionProviderConflict,
     DimensionProviderRequired,
     InvalidRequest,
+    PluginLocked,
     LorebookEntryExists,
     LorebookEntryNotFound,
     SeatCharacterUnbound,
@@ -271,6 +272,10 @@ def session_create(
         metadata["loreOverride"] = lore_override
     if providers:
         metadata["dimensionProviderPluginId"] = providers[0]
+    has_start_hooks = lifecycle.session_start_pending(registry, resolution.runnable)
+    if has_start_hooks:
+        # Written with the session: a DELETE / status change meanwhile is 409 session_lifecycle_busy.
+        metadata[lifecycle.LIFECYCLE_KEY] = lifecycle.lifecycle_marker(lifecycle.SESSION_START)
     if seat_role in ("host", "spectator"):
         seats = [{"id": "main", "controller": "human", "role": seat_role, "characters": []}]
     else:
@@ -318,6 +323,9 @@ def session_create(
         raise SessionAlreadyExists(new_id) from None
     if notices:
         extras["worldDataNotices"] = notices
+    if has_start_hooks:
+        lifecycle.session_start_run(session.pk)  # SessionStart hooks, after the session committed
+        session.refresh_from_db()
     return SessionCreated(session=session, owner_token=owner_token, extras=extras)
 
 
@@ -383,7 +391,9 @@ def session_update(session_id: str, *, status: Any = _UNSET, runtime_model_overr
     """PATCH /api/sessions/:id. status: active|paused|ended (400 otherwise; 409 session_ended once
     ended). runtimeModelOverrides: object (400 otherwise), ≤64 entries kept, invalid entries dropped
     silently, ``{}`` clears; absent leaves it. autoAdvanceLimit: integer 0-10.
-    409 session_deleting while a delete runs. Returns the updated session."""
+    409 session_deleting while a delete runs; 409 session_lifecycle_busy for a status change while a
+    SessionStart / SessionEnd hook runs. Ending the session runs its SessionEnd hooks (once) after
+    the commit. Returns the updated session."""
     if status is not _UNSET and status not in STATUSES:
         raise InvalidRequest(code="invalid_status", message="status must be active, paused or ended")
     overrides = None
@@ -398,9 +408,12 @@ def session_update(session_id: str, *, status: Any = _UNSET, runtime_model_overr
                 overrides[key] = value
     if auto_advance_limit is not _UNSET:
         _auto_advance_check(auto_advance_limit)
+    ends = False
     with transaction.atomic():
         session = session_locked(session_id)
         _check_not_deleting(session)
+        if status is not _UNSET:
+            lifecycle.lifecycle_busy_check(session)
         if session.status == Session.STATUS_ENDED and (status is not _UNSET and status != Session.STATUS_ENDED):
             raise SessionEnded()
         if session.status == Session.STATUS_ENDED and (overrides is not None or auto_advance_limit is not _UNSET):
@@ -413,7 +426,12 @@ def session_update(session_id: str, *, status: Any = _UNSET, runtime_model_overr
         if auto_advance_limit is not _UNSET:
             meta["autoAdvanceLimit"] = auto_advance_limit
         session.metadata = meta
+        if status == Session.STATUS_ENDED:
+            ends = lifecycle.session_end_claim(session)  # SessionEnd runs once per session
         session.save()
+    if ends:
+        lifecycle.session_end_run(session.pk, reason="ended")
+        session.refresh_from_db()
     return session
 
 
@@ -424,6 +442,8 @@ def session_delete(session_id: str) -> None:
        rotate the authorization scope (new incarnation nonce), committed on its own.
     2. Cascade-delete every row of the session (runtime jobs included) in one transaction. A worker
        running one of its jobs sees the deletion mark (or the missing row) and writes nothing back.
+    Between them, without the lock, the SessionEnd hooks run — once per session (the claim is part of
+    step 1). 409 session_lifecycle_busy while a SessionStart / SessionEnd hook runs.
     A failure after step 1 leaves the mark (writes keep getting 409) and a retry takes over; a
     second DELETE while one runs answers 409 session_deleting unless its lease (10 min) expired.
     """
@@ -433,12 +453,17 @@ def session_delete(session_id: str) -> None:
         if session.deletion_state == Session.DELETION_DELETING and session.deletion_started_at and \
                 now - session.deletion_started_at < DELETE_LEASE and not _is_retry_mark(session):
             raise SessionDeleting()
+        lifecycle.lifecycle_busy_check(session)
         session.deletion_state = Session.DELETION_DELETING
         session.deletion_started_at = now
         if session.status == Session.STATUS_ACTIVE:
             session.status = Session.STATUS_PAUSED
         session.incarnation = secrets.token_hex(16)
-        session.save(update_fields=["deletion_state", "deletion_started_at", "status", "incarnation", "updated_at"])
+        ends = lifecycle.session_end_claim(session)  # a retried DELETE never runs SessionEnd twice
+        session.save(update_fields=["deletion_state", "deletion_started_at", "status", "incarnation", "metadata", "updated_at"])
+    if ends:
+        # Without the session lock; observe-only hooks (spec 004 删除按这个顺序进行, step 3).
+        lifecycle.session_end_run(session_id, reason="deleted", clear_marker=False)
     try:
         # Runtime jobs go with the session (ON DELETE CASCADE); a worker holding one finds the session
         # marked deleting (or gone) and commits nothing (jobs.services checks before it runs and commits).
@@ -738,16 +763,26 @@ def session_plugin_set(session_id: str, plugin_id: str, *, is_enabled: bool) -> 
     """PUT (enable) / DELETE (disable) /api/sessions/:id/plugins/:pluginId under the session lock.
 
     Re-solves the selection (requested ± plugin, excluded ∓ plugin). 404 plugin_not_found for an
-    unknown id; 409 session_not_active unless active; 409 dimension_provider_required /
+    unknown id; 403 plugin_locked when disabling a builtin core plugin; disabling revokes the
+    plugin's approvals (its grant generation rotates); 409 session_not_active unless active; 409 dimension_provider_required /
     dimension_provider_conflict per the spec. Nothing changes on error. A newly enabled setup
     runtime is added to ``setupRuntimes`` as pending. Returns ``{ok, activePluginIds, resolution}``.
     """
+    from sessions.approvals import plugin_grants_revoke
+    from sessions.selectors import plugin_is_locked
+
     registry = plugin_registry()
-    if registry.get(plugin_id) is None:
+    record = registry.get(plugin_id)
+    if record is None:
         raise PluginNotFound(plugin_id)
+    if not is_enabled and plugin_is_locked(record):
+        raise PluginLocked(plugin_id)
     with transaction.atomic():
         session = session_locked(session_id)
         session_check_active(session)
+        if not is_enabled:
+            # Disabling revokes the plugin's grants (spec 004 §会话插件管理): its generation rotates.
+            plugin_grants_revoke(session, plugin_id)
         selection = dict((session.metadata or {}).get("pluginSelection") or {})
         requested = [p for p in selection.get("requested") or [] if p != plugin_id]
         excluded = [p for p in selection.get("excluded") or [] if p != plugin_id]

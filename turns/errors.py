@@ -126,3 +126,43 @@ class SteerClosed(ApiError):
 
     def __init__(self) -> None:
         super().__init__(message="The running turn's story runtime can no longer take a message")
+
+
+# --- plugin-rpc (spec 004 §插件 RPC 通道 错误) ----------------------------------------------------------
+
+RPC_INVALID_REQUEST = "invalid_rpc_request"
+RPC_RESERVED_ACTION = "reserved_action"
+RPC_COMMAND_ARGS_INVALID = "command_args_invalid"
+RPC_COMMAND_CONTEXT_REQUIRED = "command_context_required"
+RPC_PLUGIN_MISMATCH = "plugin_mismatch"
+RPC_EVENT_PAYLOAD_INVALID = "event_payload_invalid"
+RPC_PLUGIN_NOT_ACTIVE = "plugin_not_active"
+RPC_UNKNOWN_ACTION = "unknown_action"
+RPC_RUNTIME_NOT_ACTIVE = "runtime_not_active"
+RPC_COMMAND_NOT_ACTIVE = "command_not_active"
+RPC_EVENT_NOT_DECLARED = "event_not_declared"
+RPC_RETRY_TURN_NOT_FOUND = "retry_turn_not_found"
+RPC_RUNTIME_SUBAGENT_ONLY = "runtime_subagent_only"
+RPC_COMMAND_CHANGED = "command_changed"
+RPC_RETRY_SOURCE_NOT_COMMITTED = "retry_source_not_committed"
+RPC_BACKGROUND_QUEUE_FULL = "background_queue_full"
+RPC_TURN_COMMIT_FAILED = "turn_commit_failed"
+RPC_HANDLER_TIMEOUT = "handler_timeout"
+
+RPC_STATUS_BY_CODE = {
+    RPC_INVALID_REQUEST: 400, RPC_RESERVED_ACTION: 400, RPC_COMMAND_ARGS_INVALID: 400, RPC_COMMAND_CONTEXT_REQUIRED: 400,
+    RPC_PLUGIN_MISMATCH: 400, RPC_EVENT_PAYLOAD_INVALID: 400,
+    RPC_PLUGIN_NOT_ACTIVE: 404, RPC_UNKNOWN_ACTION: 404, RPC_RUNTIME_NOT_ACTIVE: 404, RPC_COMMAND_NOT_ACTIVE: 404,
+    RPC_EVENT_NOT_DECLARED: 404, RPC_RETRY_TURN_NOT_FOUND: 404,
+    SESSION_NOT_ACTIVE: 409, SESSION_DELETING: 409, SESSION_INCARNATION_CHANGED: 409, RPC_RUNTIME_SUBAGENT_ONLY: 409,
+    RPC_COMMAND_CHANGED: 409,
+    RPC_RETRY_SOURCE_NOT_COMMITTED: 409,
+    RPC_BACKGROUND_QUEUE_FULL: 429, RPC_TURN_COMMIT_FAILED: 500, RPC_HANDLER_TIMEOUT: 504,
+}
+
+
+class PluginRpcError(ApiError):
+    """A refused plugin-rpc request: ``code`` from RPC_STATUS_BY_CODE, HTTP status to match."""
+
+    def __init__(self, code: str, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(RPC_STATUS_BY_CODE.get(code, 400), code, message, details)

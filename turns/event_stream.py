@@ -18,6 +18,13 @@ Shape of one web process:
 - Django serves a stream request only up to the response head (middleware, authorization,
   limits); ``EventStreamThreadContext`` then streams the frames itself, so an open stream holds
   no Django request, response or per-request tasks (memory per idle stream: README "Event fan-out").
+- Recovery (every stream ends; README "Faults"): a bus ``{"resync": true}`` (the Redis listener
+  reconnected) or any wake-up without a usable ``seq`` re-reads the log. Every database read is
+  bounded (``_DB_READ_TIMEOUT_SECONDS``) and a failing one closes its thread's connection, so the
+  next read reconnects; the hub remembers since when reads fail. Streams keep their keep-alives
+  meanwhile; when reads have failed for COVEL_SSE_DB_OUTAGE_SECONDS, every stream of the hub ends
+  with ``error.occurred`` (code ``stream_interrupted``, ``retryable: true``, ``id:`` = the
+  stream's cursor) and the client reconnects with that cursor.
 """
 from __future__ import annotations
 
@@ -58,6 +65,11 @@ STREAM_PATH = "/api/events/stream"
 _BUFFER_MAX = 1024
 _PAGE = 500
 _DB_THREADS = 2
+#: Bound of one database read (a slower one counts as failed; its thread may stay stuck).
+_DB_READ_TIMEOUT_SECONDS = 5.0
+TYPE_ERROR = "error.occurred"
+#: Code of the error.occurred that ends a stream whose database stayed unreachable.
+STREAM_INTERRUPTED = "stream_interrupted"
 
 # Reasons carried in system.reset payloads.
 RESET_INVALID_CURSOR = "invalid_cursor"
@@ -323,17 +335,34 @@ def _db_pool() -> ThreadPoolExecutor:
         return _db_executor
 
 
+def _connection_drop() -> None:
+    try:
+        connections["default"].close()
+    except Exception:
+        pass
+
+
 def _db_call(fn, *args):
     try:
         return fn(*args)
     except (InterfaceError, OperationalError):
         # A connection the server dropped (restart, idle timeout): reconnect once.
-        connections["default"].close()
+        _connection_drop()
+    except Exception:
+        _connection_drop()
+        raise
+    try:
         return fn(*args)
+    except Exception:
+        # Still failing: leave no broken connection behind for the next read of this thread.
+        _connection_drop()
+        raise
 
 
 async def _db(fn, *args):
-    return await asyncio.get_running_loop().run_in_executor(_db_pool(), functools.partial(_db_call, fn, *args))
+    """``fn(*args)`` on the pool, bounded by _DB_READ_TIMEOUT_SECONDS (asyncio.TimeoutError)."""
+    future = asyncio.get_running_loop().run_in_executor(_db_pool(), functools.partial(_db_call, fn, *args))
+    return await asyncio.wait_for(future, _DB_READ_TIMEOUT_SECONDS)
 
 
 def db_connections_close(timeout_seconds: float = 5.0) -> None:
@@ -423,15 +452,17 @@ class _Feed:
         try:
             while True:
                 self._dirty = False
-                rows = await _db(_load_rows, self.session_id, self.epoch, self.head, _PAGE)
+                rows = await self.hub.db(_load_rows, self.session_id, self.epoch, self.head, _PAGE)
                 if rows:
                     self._extend(rows)
                 if len(rows) < _PAGE and not self._dirty:
                     break
         except asyncio.CancelledError:
             raise
-        except Exception:
-            logger.exception("event feed of session %s could not read the log; next wake-up retries", self.session_id)
+        except Exception as exc:
+            # The hub's poll notices the rows we missed once the database answers again.
+            logger.warning("event feed of session %s could not read the log (%s); the poll retries",
+                           self.session_id, exc.__class__.__name__)
         finally:
             self._refreshing = False
             self._task = None
@@ -463,7 +494,7 @@ class _Feed:
             return [], False
         if cursor >= self.floor:
             return list(itertools.islice(self.buffer, cursor - self.floor, None)), False
-        rows = await _db(_load_rows, self.session_id, self.epoch, cursor, _PAGE)
+        rows = await self.hub.db(_load_rows, self.session_id, self.epoch, cursor, _PAGE)
         if not rows or rows[0].seq != cursor + 1:
             return [], True
         return rows, False
@@ -477,8 +508,35 @@ class _Hub:
         self.feeds: dict[str, _Feed] = {}
         self._poller: asyncio.Task | None = None
         self._ticker: asyncio.Task | None = None
+        #: loop.time() of the first failed read of the current streak; None while reads succeed.
+        self.db_failing_since: float | None = None
+
+    async def db(self, fn, *args):
+        """A database read for this hub's feeds (``_db``) that keeps ``db_failing_since``; raises
+        what the read raised (asyncio.TimeoutError for a slow one)."""
+        try:
+            value = await _db(fn, *args)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if self.db_failing_since is None:
+                self.db_failing_since = self.loop.time()
+                logger.warning("event streams cannot read the database (%s: %s); retrying",
+                               exc.__class__.__name__, exc)
+            raise
+        if self.db_failing_since is not None:
+            logger.info("event streams read the database again")
+            self.db_failing_since = None
+        return value
+
+    def db_outage_seconds(self) -> float:
+        """How long the reads have been failing (0 while they succeed)."""
+        return 0.0 if self.db_failing_since is None else self.loop.time() - self.db_failing_since
 
     def attach(self, start: StreamStart) -> _Feed:
+        # The stream's connect-time read just succeeded: whatever outage the hub remembers is over
+        # (its streams may all have ended, leaving no poll to notice).
+        self.db_failing_since = None
         feed = self.feeds.get(start.session_id)
         if feed is None or feed.epoch != start.epoch or feed.closed_reason is not None:
             feed = _Feed(self, start.session_id, start.epoch, start.head)
@@ -514,10 +572,11 @@ class _Hub:
             try:
                 heads: dict[str, tuple[str, int]] = {}
                 for i in range(0, len(ids), 500):
-                    heads.update(await _db(_session_heads, ids[i:i + 500]))
+                    heads.update(await self.db(_session_heads, ids[i:i + 500]))
+            except asyncio.CancelledError:
+                raise
             except Exception:
-                logger.exception("event stream poll failed; retrying")
-                continue
+                continue  # logged by self.db once per outage; streams end after the outage bound
             for session_id in ids:
                 feed = self.feeds.get(session_id)
                 if feed is None:
@@ -554,15 +613,32 @@ def _connected_frame(start: StreamStart, topics: frozenset[str] | None) -> bytes
     data = subscription_event(cursor, TOPIC_SYSTEM, TYPE_CONNECTED, start.session_id, {"topics": topic_list, "cursor": cursor})
     # The spec's example puts topics/cursor at the top level of the connected frame; keep both.
     data.update({"topics": topic_list, "cursor": cursor})
-    return frame_bytes(TYPE_CONNECTED, data)
+    # With the cursor as its id, a client that drops before the next event reconnects from here
+    # (Last-Event-ID) instead of "live from now", and misses nothing.
+    return frame_bytes(TYPE_CONNECTED, data, cursor)
+
+
+def stream_interrupted_frame(session_id: str, cursor: str) -> bytes:
+    """The ``error.occurred`` that ends a stream whose database stayed unreachable: payload
+    ``{message, code: "stream_interrupted", retryable: true, details: {reason}}`` (spec 004 §SSE 协议
+    error payload fields, plus ``retryable``); ``id:`` is the stream's cursor, to reconnect from."""
+    payload = {
+        "message": "The event stream lost its database; reconnect with the last event id",
+        "code": STREAM_INTERRUPTED,
+        "retryable": True,
+        "details": {"reason": "database_unavailable"},
+    }
+    return _system_frame(TYPE_ERROR, session_id, cursor, payload, with_id=True)
 
 
 async def event_stream(start: StreamStart, topics: frozenset[str] | None, slot: ConnectionSlot) -> AsyncIterator[bytes]:
-    """Frames of one subscriber: ``system.connected``; ``system.reset`` when the cursor could not be
-    honoured; then every event after the cursor in seq order, filtered by ``topics``
-    (``system.reset`` always passes), with ``: keep-alive`` comments every
-    COVEL_SSE_KEEPALIVE_SECONDS and ``system.heartbeat`` every COVEL_SSE_HEARTBEAT_SECONDS.
-    Releases ``slot`` when it ends (client gone, or the session deleted / re-epoched).
+    """Frames of one subscriber: ``system.connected`` (``id:`` = the cursor it starts from);
+    ``system.reset`` when the cursor could not be honoured; then every event after the cursor in
+    seq order, filtered by ``topics`` (``system.reset`` always passes), with ``: keep-alive``
+    comments every COVEL_SSE_KEEPALIVE_SECONDS and ``system.heartbeat`` every
+    COVEL_SSE_HEARTBEAT_SECONDS. Ends with ``system.reset`` when the session is deleted or
+    re-epoched, or with ``stream_interrupted_frame`` once the database has been unreachable for
+    COVEL_SSE_DB_OUTAGE_SECONDS. Releases ``slot`` when it ends (or the client leaves).
     """
     hub = _hub()
     feed = hub.attach(start)
@@ -577,6 +653,7 @@ async def event_stream(start: StreamStart, topics: frozenset[str] | None, slot: 
         loop = asyncio.get_running_loop()
         keepalive_s = settings.COVEL_SSE_KEEPALIVE_SECONDS
         heartbeat_s = settings.COVEL_SSE_HEARTBEAT_SECONDS
+        outage_s = settings.COVEL_SSE_DB_OUTAGE_SECONDS
         next_keepalive = loop.time() + keepalive_s
         next_heartbeat = loop.time() + heartbeat_s
         while True:
@@ -584,7 +661,17 @@ async def event_stream(start: StreamStart, topics: frozenset[str] | None, slot: 
             if feed.closed_reason is not None:
                 yield _system_frame(TYPE_RESET, session_id, f"{epoch}:{cursor}", {"reason": feed.closed_reason}, with_id=False)
                 return
-            rows, gap = await feed.read_after(cursor)
+            if hub.db_outage_seconds() >= outage_s:
+                yield stream_interrupted_frame(session_id, f"{epoch}:{cursor}")
+                return
+            try:
+                rows, gap = await feed.read_after(cursor)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # A replay page the database could not give (counted by the hub): keep-alives go
+                # on below and the next wake-up tries again.
+                rows, gap = [], False
             if gap:
                 cursor = feed.head
                 yield _system_frame(TYPE_RESET, session_id, f"{epoch}:{cursor}", {"reason": RESET_CURSOR_EXPIRED}, with_id=True)

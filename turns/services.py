@@ -5,9 +5,17 @@ fails), writes the Execution row and enqueues ``turns.run_execution`` on commit.
 the row, takes the session lock, repeats the checks inside it, hands the execution to the engine
 (``turns.engine.run.execution_run``) with an ``ExecutionSink`` and then records the outcome and
 the stream's one ``execution.completed`` (spec 004 §Actions（SSE 桥接）, §Turn 执行).
+
+Lost task messages (README "Faults"): when the broker refuses the task at request time, the row is
+withdrawn and the request answers 503 ``service_unavailable`` (nothing recorded, the same
+requestId may be sent again). A message lost after it was accepted (a Redis restart empties the
+queue; a worker killed with it prefetched) is sent once more by ``executions_resend`` (beat) after
+COVEL_EXECUTION_RESEND_AFTER_SECONDS; the claim makes the second delivery of a message that was
+not lost after all a no-op.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -27,9 +35,10 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from pydantic import ValidationError
 
-from covel.errors import SessionBusy
-from covel.taskqueue import TASK_RUN_EXECUTION, task_send_on_commit
-from sessions import locks
+from covel.errors import ApiError, SessionBusy
+from covel.taskqueue import TASK_RUN_EXECUTION, task_send
+from sessions import approvals, locks
+from sessions.grants import code_grant_checker
 from turns import control, errors, selectors
 from turns.errors import ActionRejected, ExecutionRejected
 from turns.models import Execution, ExecutionFrame
@@ -44,6 +53,7 @@ ORIGIN_CONTINUATION = "continuation"
 ABORTED_BY_PLAYER = "aborted-by-player"
 SESSION_BUSY_MESSAGE = "Session is busy, please retry"
 INTERRUPTED_CODE = "execution_interrupted"
+SERVICE_UNAVAILABLE_CODE = "service_unavailable"
 
 # Seconds between worker heartbeats, and the silence after which a running execution whose
 # session lock is free counts as interrupted (its worker died). Queued executions get longer:
@@ -51,6 +61,26 @@ INTERRUPTED_CODE = "execution_interrupted"
 HEARTBEAT_SECONDS = float(settings.COVEL_EXECUTION_HEARTBEAT_SECONDS)
 STALE_SECONDS = float(settings.COVEL_EXECUTION_STALE_SECONDS)
 QUEUED_STALE_SECONDS = float(settings.COVEL_EXECUTION_QUEUED_STALE_SECONDS)
+
+
+class TaskQueueUnavailable(ApiError):
+    """503 service_unavailable: the task queue (Redis) refused the turn's task; nothing was recorded
+    and the same request may be sent again."""
+
+    status = 503
+    code = SERVICE_UNAVAILABLE_CODE
+
+    def __init__(self) -> None:
+        super().__init__(message="The task queue is unavailable; nothing was recorded, retry shortly",
+                         details={"retryable": True})
+
+
+def _queue_errors() -> tuple[type[BaseException], ...]:
+    """What sending a task or keeping provider keys raises when Redis is down or unreachable."""
+    import kombu.exceptions
+    import redis
+
+    return (kombu.exceptions.OperationalError, redis.RedisError, ConnectionError, TimeoutError)
 
 _INTERACTION_DEFAULT_KIND = {"choice": "say", "form": "act", "confirmation": "act"}
 
@@ -251,11 +281,16 @@ def execution_request(*, session, request: ActionRequest,
     existing execution (created=False; its stream is replayed from the stored frames), with a
     different body it raises ActionRejected 409 request_id_conflict. Checks fail before anything
     is written. The worker task is enqueued only after the row committed.
+    A community plugin the request would run without its code grants gets 202 approval-required
+    (sessions.errors.ApprovalRequired) here, before any write (spec 004 §社区插件授权); the client
+    repeats the request with the same requestId once the player decided.
     """
     existing = Execution.objects.filter(session_id=session.pk, request_id=request.request_id).first()
     if existing is not None:
         return _same_request(existing, request), False
     payload = action_request_admit(session, request)
+    approvals.actions_gate(session, request_type=request.type, payload=payload)
+    send_failures: list[BaseException] = []
     try:
         with transaction.atomic():
             execution = Execution.objects.create(
@@ -272,13 +307,45 @@ def execution_request(*, session, request: ActionRequest,
             )
             # Before the commit that enqueues the task, so the claiming worker finds them.
             control.provider_keys_put(str(execution.id), provider_keys or {})
-            task_send_on_commit(TASK_RUN_EXECUTION, str(execution.id))
+            transaction.on_commit(functools.partial(_execution_send, str(execution.id), send_failures))
     except IntegrityError:
         existing = Execution.objects.filter(session_id=session.pk, request_id=request.request_id).first()
         if existing is None:
             raise
         return _same_request(existing, request), False
+    except _queue_errors() as exc:  # provider keys could not be kept: rolled back, nothing recorded
+        logger.warning("execution request %s: Redis unavailable (%s); 503", request.request_id, exc.__class__.__name__)
+        raise TaskQueueUnavailable() from exc
+    if send_failures:
+        _execution_withdraw(execution, send_failures[0])
     return execution, True
+
+
+def _execution_send(execution_id: str, failures: list[BaseException]) -> None:
+    """On commit: send the execution's task; a broker failure is noted in ``failures`` for the
+    request to withdraw the row (an exception here would escape the commit as a 500)."""
+    try:
+        task_send(TASK_RUN_EXECUTION, execution_id)
+    except _queue_errors() as exc:
+        failures.append(exc)
+
+
+def _execution_withdraw(execution: Execution, cause: BaseException) -> None:
+    """The task never reached the broker: delete the still-queued row and raise TaskQueueUnavailable
+    (503). If a worker claimed it meanwhile (the message did get through before the error), the
+    execution stands and its stream is served as usual."""
+    deleted, _ = Execution.objects.filter(pk=execution.pk, status=Execution.STATUS_QUEUED).delete()
+    if not deleted:
+        logger.warning("execution %s: task send reported %s but a worker has it; streaming", execution.pk,
+                       cause.__class__.__name__)
+        return
+    try:
+        control.provider_keys_take(str(execution.pk))
+    except Exception:  # they expire on their own (PROVIDER_KEYS_TTL_SECONDS)
+        pass
+    logger.warning("execution %s withdrawn: the task queue refused it (%s: %s); 503", execution.pk,
+                   cause.__class__.__name__, cause)
+    raise TaskQueueUnavailable() from cause
 
 
 def _same_request(existing: Execution, request: ActionRequest) -> Execution:
@@ -316,8 +383,13 @@ class _Heartbeat:
                     Execution.objects.filter(pk=self.execution_id, status=Execution.STATUS_RUNNING).update(
                         heartbeat_at=timezone.now()
                     )
-                except Exception:
-                    logger.warning("execution %s: heartbeat failed", self.execution_id, exc_info=True)
+                except Exception as exc:
+                    logger.warning("execution %s: heartbeat failed (%s: %s)", self.execution_id,
+                                   exc.__class__.__name__, exc)
+                    # A connection the server dropped (PostgreSQL restart) stays broken until closed;
+                    # without this the heartbeat would stop for good and the reaper would take a
+                    # live turn for a dead one.
+                    connections.close_all()
         finally:
             connections.close_all()
 
@@ -337,15 +409,18 @@ def execution_cancel(execution_id: str) -> bool:
     return True
 
 
-def _engine_run(execution_id: str, sink: ExecutionSink, *, token, provider_keys: dict[str, str] | None):
+def _engine_run(execution_id: str, sink: ExecutionSink, *, token, provider_keys: dict[str, str] | None,
+                session_id: str = ""):
     """Call the engine entry ``turns.engine.run.execution_run(execution_id, sink, cancel=...,
-    provider_keys=...)``; ``token`` is the execution's control token (``turns.control``)."""
+    provider_keys=..., code_grants=...)``; ``token`` is the execution's control token
+    (``turns.control``); community code is checked against the session's grants as they are when it loads."""
     from turns.engine.run import execution_run
 
     with _cancel_guard:
         _cancel_tokens[execution_id] = token
     try:
-        return execution_run(execution_id, sink, cancel=token, provider_keys=provider_keys)
+        return execution_run(execution_id, sink, cancel=token, provider_keys=provider_keys,
+                             code_grants=code_grant_checker(session_id) if session_id else None)
     finally:
         with _cancel_guard:
             _cancel_tokens.pop(execution_id, None)
@@ -417,7 +492,7 @@ def _execution_run_claimed(execution_id: str, execution_control: "control.Execut
                 execution_control.started()
                 _admit_in_lock(execution)
                 outcome = _engine_run(str(execution.id), sink, token=execution_control.token,
-                                      provider_keys=provider_keys)
+                                      provider_keys=provider_keys, session_id=str(execution.session_id))
                 # Frames are coalesced; write this turn's before the next turn of the session may
                 # start, so the session's frames stay in turn order.
                 sink.close()
@@ -434,6 +509,9 @@ def _execution_run_claimed(execution_id: str, execution_control: "control.Execut
             return _fail(execution, sink, exc.payload())
         except Exception as exc:
             logger.exception("execution %s failed", execution_id)
+            # The failure may be the database itself (a PostgreSQL restart): a connection it broke
+            # would also refuse to record the failure, leaving the stream to wait for the reaper.
+            close_old_connections()
             return _fail(execution, sink, {"message": "The turn failed: internal error", "code": errors.EXECUTION_FAILED,
                                            "details": {"error": type(exc).__name__}})
     if outcome is None and sink.engine_completed is not None:
@@ -574,6 +652,42 @@ def executions_reap(*, now=None) -> int:
         .values_list("pk", flat=True)
     )
     return sum(1 for pk in list(candidates) if execution_reap_one(str(pk), now=now))
+
+
+def executions_resend(*, now=None) -> int:
+    """Send the task of every execution that is still ``queued`` COVEL_EXECUTION_RESEND_AFTER_SECONDS
+    after it was accepted and was never re-sent; returns how many were sent (beat
+    ``turns.resend_executions``, and the embedded in-process timers).
+
+    Exactly once per execution: ``heartbeat_at`` (unused while queued) is set by a compare-and-set
+    before the send, so concurrent re-senders send each row once; a send the broker refuses clears
+    it again for the next run. The claim (``queued → running``) keeps the turn from running twice
+    when the original message turns up after all. An execution that stays queued anyway is reported
+    interrupted after COVEL_EXECUTION_QUEUED_STALE_SECONDS (``execution_reap_one``).
+    """
+    now = now or timezone.now()
+    idle_before = now - timedelta(seconds=settings.COVEL_EXECUTION_RESEND_AFTER_SECONDS)
+    candidates = list(
+        Execution.objects.filter(status=Execution.STATUS_QUEUED, heartbeat_at__isnull=True, created_at__lt=idle_before)
+        .order_by("created_at").values_list("pk", flat=True)[:500]
+    )
+    sent = 0
+    for pk in candidates:
+        marked = Execution.objects.filter(pk=pk, status=Execution.STATUS_QUEUED, heartbeat_at__isnull=True).update(
+            heartbeat_at=now
+        )
+        if not marked:
+            continue  # claimed, aborted or re-sent by someone else meanwhile
+        try:
+            task_send(TASK_RUN_EXECUTION, str(pk))
+        except _queue_errors() as exc:
+            Execution.objects.filter(pk=pk, status=Execution.STATUS_QUEUED, heartbeat_at=now).update(heartbeat_at=None)
+            logger.warning("execution %s: re-send failed (%s); next run retries", pk, exc.__class__.__name__)
+            continue
+        sent += 1
+        logger.warning("execution %s: still queued after %ss; its task was sent again", pk,
+                       settings.COVEL_EXECUTION_RESEND_AFTER_SECONDS)
+    return sent
 
 
 def execution_status(session) -> dict[str, Any]:

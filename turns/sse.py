@@ -12,8 +12,21 @@ Web side (``execution_stream``): an async generator of SSE chunks. It subscribes
 reads the persisted frames from the database (so a client never misses one, whatever the bus
 lost), places each ephemeral frame right after the persisted frame it followed, numbers the
 envelopes ``seq`` 1, 2, ... and ends after the final frame (``execution.completed``, or the single
-``error.occurred`` of a rejection). While waiting it sends ``: keep-alive`` comments.
+``error.occurred`` of a rejection). While waiting it sends ``: keep-alive`` comments (the first
+one at once when nothing is stored yet, so the response head goes out with it).
 Wire shape (spec 004 §SSE 协议): ``data: <SseEnvelope JSON>\\n\\n``, no ``event:`` line.
+
+Recovery (every stream ends; ARCHITECTURE "Things every instance must agree on"):
+
+- Bus: a ``{"resync": true}`` after the Redis listener reconnected, or any message the relay does
+  not understand, makes it re-read the stored frames; so does every quiet ``poll_seconds``.
+- Database: a read that fails or takes longer than ``DB_READ_TIMEOUT_SECONDS`` closes this
+  request's connection (a connection the server dropped stays broken inside Django until it is
+  closed) and is retried at the next poll, keep-alives going on meanwhile. When reads keep failing
+  for ``COVEL_SSE_DB_OUTAGE_SECONDS`` with no frame arriving, or the execution row is gone, the
+  relay ends the stream itself with one ``error.occurred`` (``stream_interrupted_payload``: code
+  ``stream_interrupted``, ``retryable: true``). That frame is the relay's own, never stored: the
+  execution may still finish; ``GET /api/sessions/:id/execution`` and the event stream tell how.
 """
 from __future__ import annotations
 
@@ -36,9 +49,15 @@ EXECUTION_COMPLETED = "execution.completed"
 ERROR_OCCURRED = "error.occurred"
 NARRATIVE_DELTA = "narrative.delta"
 KEEPALIVE_CHUNK = ": keep-alive\n\n"
-KEEPALIVE_SECONDS = 15.0
 POLL_SECONDS = 1.0
 STALE_CHECK_SECONDS = 5.0
+#: Bound of one database read of the relay (frames, reaper check); a slower read counts as failed.
+DB_READ_TIMEOUT_SECONDS = 5.0
+#: ``error.occurred`` code of a stream the relay ended without the execution's final frame.
+STREAM_INTERRUPTED = "stream_interrupted"
+#: ``details.reason`` values of that frame.
+INTERRUPTED_DATABASE_UNAVAILABLE = "database_unavailable"
+INTERRUPTED_EXECUTION_MISSING = "execution_missing"
 _MAX_HELD_EPHEMERAL = 2000
 #: Seconds a persisted frame may wait in the sink for more frames to share its INSERT. Checked
 #: whenever a frame is emitted (no timer thread: a flush never competes with the engine's own
@@ -240,11 +259,23 @@ class _Relay:
         return [self._envelope(message["type"], message["turnId"], message["payload"], message["timestamp"])]
 
     def needs_catch_up(self, message: dict[str, Any]) -> bool:
-        if message["k"] == "end":
-            return True
-        if message["k"] == "p":
+        """Whether the stored frames must be read before ``message`` can be placed.
+
+        ``p`` with a gap before it, ``e`` after a frame not sent yet, ``end``, the bus's
+        ``{"resync": true}`` and any message of another shape (nothing to place: re-read).
+        """
+        kind = message.get("k")
+        if kind == "p" and isinstance(message.get("index"), int):
             return message["index"] > self.last_index + 1
-        return message["after"] > self.last_index
+        if kind == "e" and isinstance(message.get("after"), int):
+            return message["after"] > self.last_index
+        return True
+
+    def interrupted(self, reason: str) -> str:
+        """The relay's own final chunk: ``error.occurred`` with ``stream_interrupted_payload``."""
+        self.finished = True
+        self.held.clear()
+        return self._envelope(ERROR_OCCURRED, "", stream_interrupted_payload(reason), wire_timestamp())
 
     def _release_held(self, *, before: int | None) -> list[str]:
         out: list[str] = []
@@ -272,9 +303,46 @@ def _frames_read(execution_id: str, after_index: int) -> list[dict[str, Any]]:
     ]
 
 
+def stream_interrupted_payload(reason: str) -> dict[str, Any]:
+    """Payload of the ``error.occurred`` a relay ends a stream with when it cannot deliver the
+    execution's own final frame (spec 004 §SSE 协议: ``message``, ``code``, ``details``; plus
+    ``retryable``). ``reason``: INTERRUPTED_DATABASE_UNAVAILABLE or INTERRUPTED_EXECUTION_MISSING.
+    The turn may still finish (or have finished): read ``GET /api/sessions/:id/execution``."""
+    return {
+        "message": "The stream was interrupted before the turn's outcome could be read; "
+                   "check the session's execution status, then retry if it did not commit",
+        "code": STREAM_INTERRUPTED,
+        "retryable": True,
+        "details": {"reason": reason},
+    }
+
+
+def _db_guarded(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run ``fn`` on this thread's connection; on any failure close that connection first, so the
+    next call opens a new one instead of reusing a connection the server dropped."""
+    try:
+        return fn(*args)
+    except Exception:
+        try:
+            connection.close()
+        except Exception:
+            pass
+        raise
+
+
+def _execution_check(execution_id: str, reap: Callable[[str], Any]) -> bool:
+    """Ask ``reap`` whether the worker died (it then stores the final frames); False when the
+    execution row no longer exists (its session was deleted, or its request was withdrawn)."""
+    from turns.models import Execution
+
+    reap(execution_id)
+    return Execution.objects.filter(pk=execution_id).exists()
+
+
 async def execution_stream(
     *, execution_id: str, request_id: str, trace_id: str, session_id: str, turn_id: str = "",
-    reap: Callable[[str], Any], keepalive_seconds: float = KEEPALIVE_SECONDS, poll_seconds: float = POLL_SECONDS,
+    reap: Callable[[str], Any], keepalive_seconds: float | None = None, poll_seconds: float = POLL_SECONDS,
+    db_outage_seconds: float | None = None,
 ) -> AsyncIterator[str]:
     """Relay one execution's frames as SSE chunks until its final frame (see module docstring).
 
@@ -282,10 +350,19 @@ async def execution_stream(
     execution. Every ``STALE_CHECK_SECONDS`` without progress it calls ``reap(execution_id)``
     (``turns.services.execution_reap_one``: did the worker die?), which then writes the final
     frames itself. The caller passes it so this relay stays below the services it serves.
+    keepalive_seconds: default COVEL_SSE_KEEPALIVE_SECONDS; db_outage_seconds: default
+    COVEL_SSE_DB_OUTAGE_SECONDS. Never raises: every ending is a final frame.
+    Database reads run thread-sensitive, i.e. on the request's own thread and connection, which
+    Django closes when the response ends.
     """
+    from django.conf import settings
+
+    keepalive_s = settings.COVEL_SSE_KEEPALIVE_SECONDS if keepalive_seconds is None else keepalive_seconds
+    outage_s = settings.COVEL_SSE_DB_OUTAGE_SECONDS if db_outage_seconds is None else db_outage_seconds
     relay = _Relay(request_id=request_id, trace_id=trace_id, session_id=session_id, turn_id=turn_id)
     loop = asyncio.get_running_loop()
     inbox: asyncio.Queue = asyncio.Queue()
+    failing_since: list[float] = []  # monotonic time of the first failed read of the current streak
 
     def on_message(message: dict[str, Any]) -> None:
         try:
@@ -293,12 +370,39 @@ async def execution_stream(
         except RuntimeError:  # the loop is gone: the client left
             pass
 
-    read = sync_to_async(_frames_read)
+    async def db(fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
+        # (ok, value). A failure never leaves the generator: it is retried at the next poll and,
+        # when it lasts, ends the stream with stream_interrupted.
+        try:
+            value = await asyncio.wait_for(sync_to_async(_db_guarded)(fn, *args), DB_READ_TIMEOUT_SECONDS)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if not failing_since:
+                failing_since.append(time.monotonic())
+                logger.warning("execution %s: stream cannot read the database (%s: %s); retrying",
+                               execution_id, exc.__class__.__name__, exc)
+            return False, None
+        if failing_since:
+            logger.info("execution %s: stream reads the database again", execution_id)
+            failing_since.clear()
+        return True, value
+
+    async def catch_up() -> tuple[bool, list[str]]:
+        ok, frames = await db(_frames_read, execution_id, relay.last_index)
+        return ok, relay.persisted(frames) if ok else []
+
     unsubscribe = await sync_to_async(eventbus.subscribe, thread_sensitive=False)(execution_channel(execution_id), on_message)
     try:
-        for chunk in relay.persisted(await read(execution_id, 0)):
+        _, chunks = await catch_up()
+        for chunk in chunks:
             yield chunk
-        last_output = last_progress = time.monotonic()
+        if not relay.finished and relay.seq == 0:
+            # Nothing stored yet (a queued turn): send the response head now, not at the first frame.
+            yield KEEPALIVE_CHUNK
+        # last_frame: the last chunk of the execution (progress); last_output: the last bytes sent
+        # (keep-alives included); last_check: the last reaper check.
+        last_output = last_frame = last_check = time.monotonic()
         while not relay.finished:
             try:
                 message = await asyncio.wait_for(inbox.get(), timeout=poll_seconds)
@@ -307,30 +411,41 @@ async def execution_stream(
             messages = [] if message is None else [message]
             while not inbox.empty():
                 messages.append(inbox.get_nowait())
-            chunks: list[str] = []
+            chunks = []
             if not messages:
-                chunks.extend(relay.persisted(await read(execution_id, relay.last_index)))
+                chunks.extend((await catch_up())[1])
+            caught_up = False
             for msg in messages:
                 if relay.finished:
                     break
-                if relay.needs_catch_up(msg):
-                    chunks.extend(relay.persisted(await read(execution_id, relay.last_index)))
-                if msg["k"] == "end":
-                    continue
-                if msg["k"] == "p":
-                    chunks.extend(relay.persisted([msg]))
-                else:
+                if not caught_up and relay.needs_catch_up(msg):
+                    # One read per batch: every persisted frame announced so far is stored already.
+                    chunks.extend((await catch_up())[1])
+                    caught_up = True
+                kind = msg.get("k")
+                if kind == "p" and isinstance(msg.get("index"), int):
+                    # Never across a gap (a failed or partial read): the next read brings it in order.
+                    if msg["index"] <= relay.last_index + 1:
+                        chunks.extend(relay.persisted([msg]))
+                elif kind == "e" and isinstance(msg.get("after"), int):
                     chunks.extend(relay.ephemeral(msg))
             now = time.monotonic()
             if chunks:
-                last_output = last_progress = now
+                last_output = last_frame = now
                 for chunk in chunks:
                     yield chunk
                 continue
-            if now - last_progress >= STALE_CHECK_SECONDS:
-                last_progress = now
-                await sync_to_async(reap)(execution_id)
-            if now - last_output >= keepalive_seconds:
+            if failing_since and now - max(failing_since[0], last_frame) >= outage_s:
+                logger.warning("execution %s: no database for %ss; ending the stream as interrupted", execution_id, outage_s)
+                yield relay.interrupted(INTERRUPTED_DATABASE_UNAVAILABLE)
+                return
+            if not failing_since and now - max(last_frame, last_check) >= STALE_CHECK_SECONDS:
+                last_check = now
+                ok, exists = await db(_execution_check, execution_id, reap)
+                if ok and not exists:
+                    yield relay.interrupted(INTERRUPTED_EXECUTION_MISSING)
+                    return
+            if now - last_output >= keepalive_s:
                 last_output = now
                 yield KEEPALIVE_CHUNK
     finally:

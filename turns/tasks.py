@@ -18,3 +18,10 @@ def run_execution(execution_id: str) -> None:
 def reap_executions() -> int:
     """Mark executions whose worker died as interrupted (run periodically by beat)."""
     return services.executions_reap()
+
+
+@shared_task(name="turns.resend_executions", ignore_result=True)
+def resend_executions() -> int:
+    """Send again, once, the task of executions still queued after COVEL_EXECUTION_RESEND_AFTER_SECONDS
+    (their message was lost; run periodically by beat). A duplicate delivery exits at the claim."""
+    return services.executions_resend()

@@ -60,6 +60,10 @@ COVEL_SSE_MAX_CONNECTIONS_PER_SESSION = env_int("COVEL_SSE_MAX_CONNECTIONS_PER_S
 COVEL_SSE_MAX_CONNECTIONS = env_int("COVEL_SSE_MAX_CONNECTIONS", 2000, minimum=1)
 COVEL_SSE_KEEPALIVE_SECONDS = env_int("COVEL_SSE_KEEPALIVE_SECONDS", 15, minimum=1)
 COVEL_SSE_HEARTBEAT_SECONDS = env_int("COVEL_SSE_HEARTBEAT_SECONDS", 30, minimum=1)
+# How long an event stream or action stream keeps waiting (with keep-alives) while its database
+# reads fail before it ends with a retryable error.occurred (code stream_interrupted). A PostgreSQL
+# restart takes a few seconds; a longer outage ends the streams and clients reconnect.
+COVEL_SSE_DB_OUTAGE_SECONDS = env_int("COVEL_SSE_DB_OUTAGE_SECONDS", 30, minimum=1)
 # Safety-net poll of the event log (a lost wake-up delays delivery by at most this much).
 COVEL_EVENT_POLL_MS = env_int("COVEL_EVENT_POLL_MS", 2000, minimum=20)
 # Events kept per session; older cursors get system.reset.
@@ -169,13 +173,38 @@ CELERY_TASK_ROUTES = {
 CELERY_TASK_DEFAULT_QUEUE = "jobs"
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_ON_FAILURE_OR_TIMEOUT = True
+# Surviving broker restarts (README "Faults"): workers and beat reconnect for as long as Redis is
+# away (Celery's default gives up after 100 attempts and the worker exits).
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_BROKER_CONNECTION_TIMEOUT = 5
+# A running turn keeps running when the broker connection drops: its state is in the database, and
+# a redelivery of its message finds the execution claimed and exits. Cancelling it (Celery 6's
+# default) would only turn a Redis blip into interrupted turns.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
+# Sending a task while the broker is down fails within about a second (POST /api/actions then
+# answers 503 service_unavailable and records nothing) instead of hanging the request.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.25, "interval_max": 0.5}
+# Executions still queued this long after they were accepted, with no worker claim, are sent to
+# the queue once more (their message was lost: a Redis restart, a worker killed with it
+# prefetched). A second delivery finds the row claimed and exits, so this never runs a turn twice.
+COVEL_EXECUTION_RESEND_AFTER_SECONDS = env_int("COVEL_EXECUTION_RESEND_AFTER_SECONDS", 30, minimum=1)
 # Beat: executions whose worker died (no heartbeat, session lock free) become interrupted.
 CELERY_BEAT_SCHEDULE = {
     "turns-reap-executions": {"task": "turns.reap_executions", "schedule": 30.0},
+    # Queued executions whose task never reached a worker are sent again (once).
+    "turns-resend-executions": {
+        "task": "turns.resend_executions",
+        "schedule": float(max(1, min(15, COVEL_EXECUTION_RESEND_AFTER_SECONDS // 2))),
+    },
     # Runtime jobs whose lease expired become orphaned; queue timeouts; lost queued jobs re-sent.
     "jobs-reap-runtime-jobs": {"task": "jobs.reap_runtime_jobs", "schedule": 15.0},
 }
+# Embedded shape: run the beat schedule above on in-process timers (covel.inprocess.timers_start)
+# in the web process, since there is no beat. Only with COVEL_INPROCESS_WORKER; test settings turn
+# it off (tests drive the reapers and re-senders themselves).
+COVEL_INPROCESS_TIMERS = env_bool("COVEL_INPROCESS_TIMERS", True)
 # Runtime jobs (spec 004 §Staged Runtime 后台作业): lease length (renewed every third of it),
 # how often the embedded shape reaps opportunistically, when an idle queued job is sent again.
 COVEL_JOB_LEASE_SECONDS = env_int("COVEL_JOB_LEASE_SECONDS", 30, minimum=1)
@@ -184,6 +213,9 @@ COVEL_JOB_REQUEUE_AFTER_SECONDS = env_int("COVEL_JOB_REQUEUE_AFTER_SECONDS", 120
 
 # Session lock (spec 004 §多进程部署的会话锁): wait bound before 503 session_busy.
 COVEL_SESSION_LOCK_TIMEOUT_SECONDS = env_int("COVEL_SESSION_LOCK_TIMEOUT_SECONDS", 30, minimum=0)
+# plugin-rpc action handlers (spec 004 §插件 RPC 通道: 时限 30 秒): past this, 504 handler_timeout, the
+# lock is released and the handler's later store calls are refused (tests set a fraction of a second).
+COVEL_RPC_HANDLER_TIMEOUT_SECONDS = env_int("COVEL_RPC_HANDLER_TIMEOUT_SECONDS", 30, minimum=1, maximum=600)
 
 # Model provider used when COVEL_HOME/llm.toml is absent.
 COVEL_DEFAULT_MODEL_PROVIDER = "scripted"

@@ -22,12 +22,28 @@ DATABASES = {
         DATABASE_URL, conn_max_age=env_int("COVEL_DB_CONN_MAX_AGE", 0, minimum=0), conn_health_checks=True
     )
 }
+# A persistent connection is checked before it is reused (after a PostgreSQL restart it is dead).
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# A connect to an unreachable server fails in seconds instead of hanging a request or a stream.
+DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
 CHANNEL_LAYERS = {
     "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
 }
 COVEL_INPROCESS_WORKER = env_bool("COVEL_INPROCESS_WORKER", False)
 CELERY_BROKER_URL = REDIS_URL
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    # An unacknowledged message (acks_late) goes back to the queue after this long: longer than any
+    # turn or job runs. A message lost sooner (a worker killed with it prefetched, a Redis restart)
+    # is re-sent by the beat's re-senders (COVEL_EXECUTION_RESEND_AFTER_SECONDS,
+    # COVEL_JOB_REQUEUE_AFTER_SECONDS), and a second delivery finds its row claimed.
+    "visibility_timeout": 3600,
+    # Bounded socket waits and keep-alive, so a vanished Redis is noticed and reconnected.
+    "socket_connect_timeout": 5,
+    "socket_timeout": 30,
+    "socket_keepalive": True,
+    "health_check_interval": 25,
+    "retry_on_timeout": True,
+}
 COVEL_JSON_LOGS = env_bool("COVEL_JSON_LOGS", True)
 if COVEL_JSON_LOGS:
     LOGGING["handlers"]["console"]["formatter"] = "json"

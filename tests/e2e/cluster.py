@@ -14,10 +14,19 @@ Environment (all optional):
 
 The database is named ``covel_e2e_<pid>`` and carries a comment with the host and pid; a run that
 finds such a database of a dead pid on this host (a crashed earlier run) drops it first.
+
+Private stores (the fault-injection scenarios, ``cluster_new(private_stores=True)``): the cluster
+then runs against its own ``redis-server`` and its own PostgreSQL cluster (``initdb`` into a
+temporary directory, as the ``postgres`` user when the tests run as root), both on free loopback
+ports and started by the run, so restarting or stopping them touches nothing else on the machine.
+``PrivateRedis`` / ``PrivatePostgres`` offer ``restart``, ``stop`` and ``start``; teardown stops
+them and removes their directories.
 """
 from __future__ import annotations
 
+import glob
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -114,6 +123,130 @@ class Proc:
         return "\n".join(text.splitlines()[-lines:])
 
 
+class PrivateRedis:
+    """A ``redis-server`` of this run only: loopback, a free port, no persistence (like the CI's),
+    so a restart empties it as a real Redis restart without persistence does."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.port = free_port()
+        self.popen: subprocess.Popen | None = None
+        self.log_path = root / "redis.log"
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def start(self, timeout_seconds: float = 20) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.popen = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(self.root), "--logfile", str(self.log_path)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout_seconds
+        while time.monotonic() < deadline:
+            if self.popen.poll() is not None:
+                raise ClusterError(f"private redis-server exited ({self.popen.returncode})")
+            try:
+                redis.Redis(port=self.port, socket_connect_timeout=1).ping()
+                return
+            except redis.RedisError:
+                time.sleep(0.05)
+        raise ClusterError(f"private redis-server not answering on {self.port}")
+
+    def stop(self, *, sig: int = signal.SIGTERM) -> None:
+        """Stop it (SIGTERM: a clean shutdown, nothing saved; SIGKILL: a crash)."""
+        if self.popen is None or self.popen.poll() is not None:
+            return
+        self.popen.send_signal(sig)
+        self.popen.wait(timeout=STOP_TIMEOUT_SECONDS)
+
+    def restart(self, *, down_seconds: float = 1.0) -> None:
+        self.stop()
+        time.sleep(down_seconds)
+        self.start()
+
+    def remove(self) -> None:
+        self.stop(sig=signal.SIGKILL)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class PrivatePostgres:
+    """A PostgreSQL cluster of this run only (``initdb`` into a temporary directory, trust auth for
+    user ``postgres``, loopback on a free port, fsync off). Run as the ``postgres`` OS user when the
+    tests run as root (PostgreSQL refuses to run as root)."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.root = Path(tempfile.mkdtemp(prefix="covel-e2e-pg-"))
+        self.data_dir = self.root / "data"
+        self.log_path = self.root / "postgres.log"
+        self.run_as = "postgres" if os.geteuid() == 0 else None
+        bins = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), key=lambda p: int(p.split("/")[4]))
+        located = shutil.which("pg_ctl")
+        self.bin_dir = Path(bins[-1]).parent if bins else Path(located).parent if located else None
+        if self.bin_dir is None:
+            raise ClusterError("PostgreSQL server binaries (initdb, pg_ctl) not found")
+        if self.run_as:
+            entry = pwd.getpwnam(self.run_as)
+            os.chown(self.root, entry.pw_uid, entry.pw_gid)
+
+    @property
+    def url(self) -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}"
+
+    def _run(self, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        prefix = ["runuser", "-u", self.run_as, "--"] if self.run_as else []
+        result = subprocess.run([*prefix, str(self.bin_dir / argv[0]), *argv[1:]], capture_output=True, text=True,
+                                timeout=timeout, cwd=self.root)
+        if result.returncode != 0:
+            raise ClusterError(f"{' '.join(argv)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}\n"
+                               f"{self.log_tail()}")
+        return result
+
+    def _options(self) -> str:
+        return (f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root} -c fsync=off "
+                "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300")
+
+    def init(self) -> None:
+        self._run("initdb", "-D", str(self.data_dir), "-U", "postgres", "--auth=trust", "-E", "UTF8",
+                  "--locale=C.UTF-8", "--no-instructions")
+
+    def start(self) -> None:
+        self._run("pg_ctl", "-D", str(self.data_dir), "-l", str(self.log_path), "-w", "-t", "60", "-o", self._options(),
+                  "start")
+
+    def stop(self, *, mode: str = "fast") -> None:
+        """Stop the server (``fast``: sessions are ended, as ``systemctl stop`` does)."""
+        self._run("pg_ctl", "-D", str(self.data_dir), "-m", mode, "-w", "-t", "60", "stop")
+
+    def restart(self, *, down_seconds: float = 0.0) -> None:
+        self.stop()
+        if down_seconds:
+            time.sleep(down_seconds)
+        self.start()
+
+    def is_running(self) -> bool:
+        prefix = ["runuser", "-u", self.run_as, "--"] if self.run_as else []
+        return subprocess.run([*prefix, str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir), "status"],
+                              capture_output=True, cwd=self.root).returncode == 0
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no postgres log)"
+
+    def remove(self) -> None:
+        try:
+            if self.data_dir.exists() and self.is_running():
+                self._run("pg_ctl", "-D", str(self.data_dir), "-m", "immediate", "-w", "stop")
+        except ClusterError:
+            pass
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
 @dataclass
 class Cluster:
     """The processes and stores of one e2e run. Use ``start()`` / ``stop()``; see module docstring."""
@@ -128,6 +261,8 @@ class Cluster:
     workers: list[Proc] = field(default_factory=list)
     beat: Proc | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
+    private_redis: PrivateRedis | None = None
+    private_pg: PrivatePostgres | None = None
     _worker_serial: int = 0
 
     # ----------------------------------------------------------------- derived locations
@@ -268,8 +403,8 @@ class Cluster:
         """Apply the real migrations to the run's database (refused when models.py is ahead of them)."""
         self._manage("-m", "tests.e2e.schema", "migrate")
 
-    def web_start(self, index: int) -> Proc:
-        port = free_port()
+    def web_start(self, index: int, port: int | None = None) -> Proc:
+        port = port or free_port()
         proc = Proc(
             name=f"web-{index}",
             argv=[sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
@@ -342,6 +477,13 @@ class Cluster:
         self.covel_home.mkdir(parents=True, exist_ok=True)
         self.logs_dir.mkdir(parents=True, exist_ok=True)
         try:
+            if self.private_redis is not None:
+                self.private_redis.start()
+                self.redis_server_url = self.private_redis.url
+            if self.private_pg is not None:
+                self.private_pg.init()
+                self.private_pg.start()
+                self.pg_url = self.private_pg.url
             self.redis_claim()
             self.database_create()
             self.schema_build()
@@ -370,6 +512,57 @@ class Cluster:
         if _group_alive(proc.pid):
             raise ClusterError(f"{proc.name}: pool children survived SIGKILL of the group")
         self.workers.remove(proc)
+
+    def worker_terminate(self, proc: Proc, *, timeout_seconds: float = STOP_TIMEOUT_SECONDS) -> float:
+        """SIGTERM one worker (Celery warm shutdown: running tasks finish first) and wait for it to
+        exit; returns the seconds it took. ClusterError when it needed longer than the timeout."""
+        started = time.monotonic()
+        proc.popen.send_signal(signal.SIGTERM)
+        try:
+            proc.popen.wait(timeout=timeout_seconds)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.popen.wait(timeout=10)
+            raise ClusterError(f"{proc.name} did not finish its warm shutdown within {timeout_seconds} s")
+        self.workers.remove(proc)
+        return time.monotonic() - started
+
+    def web_kill(self, index: int) -> Proc:
+        """SIGKILL web process ``index`` (0-based) and its group; it stays in ``web`` (dead) until
+        ``web_restart``."""
+        proc = self.web[index]
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.popen.wait(timeout=10)
+        return proc
+
+    def web_restart(self, index: int) -> Proc:
+        """Start web process ``index`` again on its port (a supervisor's restart) and wait until healthy."""
+        old = self.web[index]
+        if old.is_running():
+            raise ClusterError(f"{old.name} is still running")
+        proc = self.web_start(index + 1, port=old.port)
+        self.web[index] = proc
+        self._wait_health(proc)
+        return proc
+
+    def worker_ping(self, timeout_seconds: float = 5.0) -> set[str]:
+        """Node names of the workers that answer ``celery inspect ping`` on the broker right now."""
+        from celery import Celery
+
+        app = Celery(broker=self.redis_url, set_as_current=False)
+        try:
+            replies = app.control.ping(timeout=timeout_seconds) or []
+        finally:
+            app.close()
+        return {name for reply in replies for name in reply}
+
+    def worker_node_name(self, proc: Proc) -> str:
+        """The Celery node name of ``proc`` (``-n`` with %h expanded)."""
+        name = proc.argv[proc.argv.index("-n") + 1]
+        return name.replace("%h", socket.gethostname())
 
     def _stop_group(self, procs: list[Proc], sig: int) -> list[str]:
         """Send ``sig`` to every process, wait for all; SIGKILL a group still alive after
@@ -422,19 +615,32 @@ class Cluster:
             self.redis_release()
         except redis.RedisError as exc:
             problems.append(f"could not flush Redis db {self.redis_db}: {exc}")
+        if self.private_redis is not None:
+            self.private_redis.remove()
+        if self.private_pg is not None:
+            self.private_pg.remove()
         if check and problems:
             raise ClusterError("unclean teardown: " + "; ".join(problems))
         return problems
 
     def logs(self) -> str:
-        """Tails of every process log (for failure messages)."""
+        """Tails of every process log (for failure messages), the private PostgreSQL's included."""
         procs = [*self.web, *self.workers, *([self.beat] if self.beat else [])]
-        return "\n\n".join(f"== {proc.name} ==\n{proc.log_tail()}" for proc in procs)
+        tails = [f"== {proc.name} ==\n{proc.log_tail()}" for proc in procs]
+        if self.private_pg is not None:
+            tails.append(f"== private postgres ==\n{self.private_pg.log_tail()}")
+        return "\n\n".join(tails)
 
 
-def cluster_new() -> Cluster:
-    """A Cluster in a fresh temporary run directory."""
-    return Cluster(run_dir=Path(tempfile.mkdtemp(prefix="covel-e2e-")))
+def cluster_new(*, private_stores: bool = False, extra_env: dict[str, str] | None = None) -> Cluster:
+    """A Cluster in a fresh temporary run directory; with ``private_stores`` on its own Redis and
+    PostgreSQL servers (see module docstring). ``extra_env`` is added to every process's environment."""
+    run_dir = Path(tempfile.mkdtemp(prefix="covel-e2e-"))
+    cluster = Cluster(run_dir=run_dir, extra_env=dict(extra_env or {}))
+    if private_stores:
+        cluster.private_redis = PrivateRedis(run_dir / "redis")
+        cluster.private_pg = PrivatePostgres()
+    return cluster
 
 
 def run_dir_remove(cluster: Cluster) -> None:

@@ -2,7 +2,9 @@
 
 They are collected only when COVEL_E2E=1 (``make e2e``), so ``make test`` stays fast. One cluster
 (2 web + 2 workers + beat) serves the whole run; its teardown fails the run when a process had to be
-killed or the database/Redis db was left behind.
+killed or the database/Redis db was left behind. The fault-injection scenarios (test_faults.py)
+start a second cluster of their own on a private redis-server and PostgreSQL, which they restart
+and stop.
 """
 from __future__ import annotations
 

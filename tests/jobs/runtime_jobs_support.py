@@ -65,9 +65,12 @@ def session_with_tally(**config):
     """An active playing session with narrator + tally and a player character; ``config`` is
     written as tally's ``config`` plugin data (sleepSeconds, explode)."""
     from plugins_app.models import PluginData
+    from tests.sessions.grants_support import community_grants_allow
     from tests.turns.test_actions_helpers import session_make
 
     session = session_make(plugins=("narrator", "tally"), characters=[("hero", "Hero", "player")])
+    # tally is a community plugin: its code runs only with the session's grants.
+    community_grants_allow(session, "tally", ["tally"])
     for key, value in config.items():
         PluginData.objects.create(session=session, plugin_id="tally", namespace="config", key=key, value=value)
     return session

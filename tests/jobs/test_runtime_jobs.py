@@ -14,6 +14,7 @@ from covel import inprocess
 from jobs import leases, services
 from jobs.models import RuntimeJob
 from sessions.models import Session
+from sessions.grants import code_grant_checker
 from tests.jobs.runtime_jobs_support import job_events, job_make, session_with_tally, tally_count, tally_plugin_install
 from tests.turns.test_actions_helpers import action_body, post_action, stream_read
 from turns.engine.run import runtime_job_execute
@@ -144,7 +145,7 @@ def test_expired_lease_orphans_the_job_and_its_late_commit_is_discarded():
     job = job_make(session)
     claim = services.job_claim(str(job.id), lease_seconds=0.2)
     assert services.job_start(claim)
-    run = runtime_job_execute(job)
+    run = runtime_job_execute(job, code_grants=code_grant_checker(job.session_id))
     time.sleep(0.4)
 
     # when the reaper runs
@@ -178,11 +179,11 @@ def test_commit_with_a_stale_fencing_token_is_discarded():
     job = job_make(session)
     claim_a = services.job_claim(str(job.id))
     assert services.job_start(claim_a)
-    run_a = runtime_job_execute(job)
+    run_a = runtime_job_execute(job, code_grants=code_grant_checker(job.session_id))
     assert services.job_requeue(claim_a)
     claim_b = services.job_claim(str(job.id))
     assert claim_b.fencing_token == 2 and services.job_start(claim_b)
-    run_b = runtime_job_execute(job)
+    run_b = runtime_job_execute(job, code_grants=code_grant_checker(job.session_id))
 
     # when A commits late, then B commits
     assert services.job_commit(claim_a, run_a) is None
@@ -233,7 +234,7 @@ def test_session_identity_changed_before_the_commit_makes_it_stale():
     job = job_make(session)
     claim = services.job_claim(str(job.id))
     assert services.job_start(claim)
-    run = runtime_job_execute(job)
+    run = runtime_job_execute(job, code_grants=code_grant_checker(job.session_id))
     Session.objects.filter(pk=session.pk).update(incarnation="rotated")
     assert services.job_commit(claim, run) == "stale"
     claim.lease.release()
@@ -247,7 +248,7 @@ def test_cancelled_while_running_never_commits():
     job = job_make(session)
     claim = services.job_claim(str(job.id))
     assert services.job_start(claim)
-    run = runtime_job_execute(job)
+    run = runtime_job_execute(job, code_grants=code_grant_checker(job.session_id))
     services.runtime_job_cancel(session_id=session.id, job_id=str(job.id))
     assert services.job_commit(claim, run) is None
     claim.lease.release()

@@ -87,3 +87,26 @@ def test_lock_key_is_a_stable_signed_64_bit_integer():
     assert key == session_lock_key("mistport-a1b2c3d4")
     assert -(2**63) <= key < 2**63
     assert key != session_lock_key("mistport-a1b2c3d5")
+
+
+@pytest.mark.hosted_only
+def test_pooled_lock_connections_ended_by_the_server_are_not_reused():
+    from tests.fault_support import pg_backend_terminate, pg_lock_backends
+
+    # given: idle lock connections in this process's pool (a lock taken and a probe made)
+    with session_lock("s-heal"):
+        assert session_lock_probe("s-heal") == PROBE_HELD
+    before = pg_lock_backends()
+    assert before
+    # when: the server ends them all, as a PostgreSQL restart does (AdminShutdown on next use)
+    pg_backend_terminate(*before)
+    # then: the next lock, probe and contended wait work on new connections
+    with session_lock("s-heal", timeout_seconds=0):
+        assert session_lock_probe("s-heal") == PROBE_HELD
+    assert session_lock_probe("s-heal") == PROBE_FREE
+    with _Holder("s-heal"):
+        with pytest.raises(SessionBusy):
+            with session_lock("s-heal", timeout_seconds=0.3):
+                pass
+    after = pg_lock_backends()
+    assert after and not set(after) & set(before)

@@ -16,6 +16,7 @@ from tests.turns.test_actions_helpers import (
     action_body, post_action, session_make, sse_frames, stream_bytes, stream_read,
 )
 from sessions.locks import session_lock
+from tests.turns.events_support import db
 from turns.models import Execution, ExecutionFrame
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -174,6 +175,8 @@ async def test_client_leaving_mid_stream_does_not_stop_the_turn():
     assert response.status_code == 200
     iterator = response.streaming_content.__aiter__()
     first = await iterator.__anext__()
+    while first.startswith(b":"):  # keep-alive comments (the first one opens the response at once)
+        first = await iterator.__anext__()
     # when: the client goes away after the first frame
     await iterator.aclose()
     # then: the turn still runs to its commit and the stream's frames are all stored
@@ -195,3 +198,166 @@ def _wait_for(predicate, timeout_seconds: float = 10) -> None:
             return
         time.sleep(0.02)
     raise AssertionError("condition not reached")
+
+
+# --- recovery: bus resyncs and database errors (ARCHITECTURE "Every stream ends") ----------------
+#
+# These streams relay an execution no worker of this process runs: the row is written as "running
+# elsewhere" and the request is sent again with the same requestId (a replay), so only the relay
+# is at work. Its frames are then stored the way a worker stores them, without a bus announcement,
+# so the relay learns of them only by reading the database.
+
+
+def _execution_elsewhere(body: dict) -> Execution:
+    """The Execution row of ``body`` as a worker in another process has it: claimed, heartbeating."""
+    from django.utils import timezone
+
+    from turns.services import action_request_parse
+
+    request = action_request_parse(body)
+    now = timezone.now()
+    return Execution.objects.create(
+        session_id=request.session_id, request_id=request.request_id, type=request.type, payload=request.payload,
+        trace_id="trace-elsewhere", turn_id="turn-elsewhere", origin="player", request_hash=request.request_hash,
+        status=Execution.STATUS_RUNNING, claimed_by="elsewhere:1:1", claimed_at=now, heartbeat_at=now,
+        started_at=now,
+    )
+
+
+def _frames_store(execution_id, *, committed: bool = True) -> None:
+    """Store a short turn's frames and outcome, as the worker does, with no bus announcement."""
+    outcome = {"committed": committed, "turnId": "turn-elsewhere", "origin": "player"}
+    stamp = "2026-01-01T00:00:00.000Z"
+    ExecutionFrame.objects.bulk_create([
+        ExecutionFrame(execution_id=execution_id, index=1, type="execution.started", turn_id="turn-elsewhere",
+                       payload={}, timestamp=stamp),
+        ExecutionFrame(execution_id=execution_id, index=2, type="execution.completed", turn_id="turn-elsewhere",
+                       payload=outcome, timestamp=stamp, is_final=True),
+    ])
+    Execution.objects.filter(pk=execution_id).update(status=Execution.STATUS_COMMITTED, outcome=outcome)
+
+
+async def _stream_open(body: dict):
+    """POST /api/actions (a replay of the stored execution) → the async chunk iterator."""
+    response = await AsyncClient().post("/api/actions", data=json.dumps(body), content_type="application/json")
+    assert response.status_code == 200, response.content
+    return response.streaming_content.__aiter__()
+
+
+async def _stream_rest(iterator, timeout_seconds: float = 20.0) -> tuple[list[str], list[dict]]:
+    """Read to the end: (every chunk, the envelopes)."""
+    import asyncio
+
+    chunks: list[str] = []
+
+    async def drain() -> None:
+        async for chunk in iterator:
+            chunks.append(chunk.decode() if isinstance(chunk, bytes) else chunk)
+
+    await asyncio.wait_for(drain(), timeout_seconds)
+    return chunks, sse_frames("".join(chunks))
+
+
+async def _relay_connection():
+    """The raw DB-API connection of the thread the relay's reads run on (thread-sensitive calls
+    outside a request share one thread, as the test client's streams do), opened if needed."""
+    from asgiref.sync import sync_to_async
+    from django.db import connection
+
+    def raw():
+        connection.ensure_connection()
+        return connection.connection
+
+    return await sync_to_async(raw)()
+
+
+async def test_bus_resync_makes_the_relay_read_the_stored_frames_and_end():
+    from asgiref.sync import sync_to_async
+
+    from covel import eventbus
+    from turns.sse import execution_channel
+
+    # given: a stream waiting for an execution whose worker is elsewhere
+    session = await sync_to_async(_player_session)()
+    body = action_body(session.id, request_id="req-resync")
+    execution = await sync_to_async(_execution_elsewhere)(body)
+    stream = await _stream_open(body)
+    first = await stream.__anext__()
+    # when: its frames are stored while the bus is away, then the bus comes back with a resync,
+    # and another message of no known shape arrives too
+    await db(_frames_store, execution.pk)  # another thread, as a worker's
+    await sync_to_async(eventbus.publish)(execution_channel(str(execution.pk)), eventbus.RESYNC)
+    await sync_to_async(eventbus.publish)(execution_channel(str(execution.pk)), {"unexpected": 1})
+    chunks, frames = await _stream_rest(stream)
+    # then: the head went out at once (a keep-alive), and the stream ends with the stored frames
+    assert first == b": keep-alive\n\n"
+    assert [f["type"] for f in frames] == ["execution.started", "execution.completed"]
+    assert [f["seq"] for f in frames] == [1, 2]
+    assert frames[-1]["payload"] == {"committed": True, "turnId": "turn-elsewhere", "origin": "player"}
+    await sync_to_async(connections.close_all)()
+
+
+async def test_relay_recovers_when_the_server_drops_its_database_connection(settings):
+    from asgiref.sync import sync_to_async
+
+    # given: a stream waiting for an execution whose worker is elsewhere
+    session = await sync_to_async(_player_session)()
+    body = action_body(session.id, request_id="req-dropped")
+    execution = await sync_to_async(_execution_elsewhere)(body)
+    stream = await _stream_open(body)
+    assert await stream.__anext__() == b": keep-alive\n\n"
+    # when: the relay's connection is ended under it (PostgreSQL: by the server, as a restart does;
+    # SQLite: closed underneath Django), then the frames are stored
+    raw = await _relay_connection()
+    if settings.STORE_BACKEND == "pg":
+        from tests.fault_support import pg_backend_terminate
+
+        await sync_to_async(pg_backend_terminate)(raw.info.backend_pid)
+    else:
+        raw.close()
+    await db(_frames_store, execution.pk)  # another thread, as a worker's
+    chunks, frames = await _stream_rest(stream)
+    # then: the relay opened a new connection and delivered the stored final frame
+    assert [f["type"] for f in frames] == ["execution.started", "execution.completed"]
+    assert frames[-1]["payload"]["committed"] is True
+    assert await _relay_connection() is not raw
+    await sync_to_async(connections.close_all)()
+
+
+@pytest.mark.hosted_only
+async def test_relay_ends_with_a_retryable_error_when_the_database_stays_away(settings):
+    import asyncio
+    import time
+
+    from asgiref.sync import sync_to_async
+
+    from tests.fault_support import pg_connections_refused
+
+    settings.COVEL_SSE_DB_OUTAGE_SECONDS = 2
+    settings.COVEL_SSE_KEEPALIVE_SECONDS = 1
+    # given: a stream waiting for an execution whose worker is elsewhere
+    session = await sync_to_async(_player_session)()
+    body = action_body(session.id, request_id="req-outage")
+    execution = await sync_to_async(_execution_elsewhere)(body)
+    stream = await _stream_open(body)
+    assert await stream.__anext__() == b": keep-alive\n\n"
+    raw = await _relay_connection()
+    # when: the database ends the relay's connection and refuses new ones
+    with pg_connections_refused(terminate=[raw.info.backend_pid]):
+        started = time.monotonic()
+        chunks, frames = await _stream_rest(stream, timeout_seconds=15)
+        elapsed = time.monotonic() - started
+    # then: keep-alives while it waited, then one retryable error.occurred ends the stream
+    assert chunks.count(": keep-alive\n\n") >= 1, chunks
+    assert [f["type"] for f in frames] == ["error.occurred"]
+    assert frames[0]["seq"] == 1 and frames[0]["requestId"] == "req-outage"
+    assert frames[0]["payload"] == {
+        "message": frames[0]["payload"]["message"], "code": "stream_interrupted", "retryable": True,
+        "details": {"reason": "database_unavailable"},
+    }
+    assert 2 <= elapsed < 8, elapsed
+    # and the execution itself was not touched by the relay
+    await asyncio.sleep(0)
+    assert (await sync_to_async(Execution.objects.get)(pk=execution.pk)).status == Execution.STATUS_RUNNING
+    assert not await sync_to_async(ExecutionFrame.objects.filter(execution_id=execution.pk).exists)()
+    await sync_to_async(connections.close_all)()

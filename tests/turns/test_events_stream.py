@@ -32,7 +32,7 @@ async def test_first_frame_is_connected_then_events_from_another_thread_arrive_i
     # then
     assert sse.status == 200
     assert connected.event == "system.connected"
-    assert connected.id is None
+    assert connected.id == "ep1:0"  # the cursor: a client that drops now reconnects from here
     assert connected.data["type"] == "system.connected"
     assert connected.data["sessionId"] == session.pk
     assert connected.data["topics"] == "all"
@@ -252,3 +252,115 @@ async def test_deleting_the_session_ends_its_streams_with_a_reset():
             reset = await sse.frame(5)
             await asyncio.wait_for(sse._task, 5)  # the response ended by itself
     assert (reset.event, reset.data["payload"]) == ("system.reset", {"reason": "session_deleted"})
+
+
+# --- recovery: bus resyncs and database outages (ARCHITECTURE "Every stream ends") ---------------
+
+
+def _events_store_without_wakeup(session_id: str, types: list[str]) -> list[int]:
+    """Commit events to the log the way a writer whose wake-up the bus lost leaves them: rows and
+    the session's head, no notification (a Redis restart drops publishes in flight)."""
+    from django.db import transaction
+
+    from sessions.models import Session
+    from turns.models import SessionEvent
+
+    with transaction.atomic():
+        session = Session.objects.select_for_update().get(pk=session_id)
+        seqs = list(range(session.event_seq + 1, session.event_seq + 1 + len(types)))
+        SessionEvent.objects.bulk_create([
+            SessionEvent(session_id=session_id, seq=seq, topic="game", type=t, payload={"n": seq}) for seq, t in zip(seqs, types)
+        ])
+        Session.objects.filter(pk=session_id).update(event_seq=seqs[-1])
+    return seqs
+
+
+async def test_connected_frame_carries_the_cursor_so_a_reconnect_misses_nothing():
+    # given: a client that received only system.connected, then dropped
+    session = await db(make_session)
+    async with AsgiSse(f"sessionId={session.pk}") as sse:
+        connected = await sse.frame()
+    # when: events commit while it is away, and it reconnects with the id it got
+    await db(append_events, session.pk, ["a.while-away", "a.also"])
+    async with AsgiSse(f"sessionId={session.pk}", headers=[(b"last-event-id", connected.id.encode())]) as sse:
+        again = await sse.frame()
+        frames = await sse.frames(2)
+    # then
+    assert connected.id == "ep1:0" and again.id == "ep1:0"
+    assert [(f.event, f.id) for f in frames] == [("a.while-away", "ep1:1"), ("a.also", "ep1:2")]
+
+
+@override_settings(COVEL_EVENT_POLL_MS=60_000)
+async def test_bus_resync_rereads_the_log_after_lost_wakeups():
+    from covel import eventbus
+
+    # given: a subscriber, and events committed whose wake-ups were lost (the poll is a minute away)
+    session = await db(make_session)
+    async with AsgiSse(f"sessionId={session.pk}") as sse:
+        await sse.frame()
+        await db(_events_store_without_wakeup, session.pk, ["lost.one", "lost.two"])
+        silent = await sse.nothing_within(0.5)
+        # when: the bus reconnects and tells every reader to re-read
+        await db(eventbus.publish, f"session:{session.pk}", eventbus.RESYNC)
+        frames = await sse.frames(2, timeout=5)
+    # then
+    assert silent
+    assert [(f.event, f.id) for f in frames] == [("lost.one", "ep1:1"), ("lost.two", "ep1:2")]
+
+
+@pytest.mark.hosted_only
+@override_settings(COVEL_EVENT_POLL_MS=60_000)
+async def test_redis_listener_reconnect_delivers_what_its_outage_lost():
+    from tests.fault_support import redis_listener_kill
+
+    # given: a subscriber
+    session = await db(make_session)
+    async with AsgiSse(f"sessionId={session.pk}") as sse:
+        await sse.frame()
+        # when: Redis drops this process's bus connection and events commit without wake-ups
+        await db(_events_store_without_wakeup, session.pk, ["while.down"])
+        killed = await asyncio.to_thread(redis_listener_kill)
+        frame = await sse.frame(5)
+    # then: the listener reconnected, sent its resync and the feed re-read the log
+    assert killed == 1
+    assert (frame.event, frame.id) == ("while.down", "ep1:1")
+
+
+@pytest.mark.hosted_only
+@override_settings(COVEL_SSE_DB_OUTAGE_SECONDS=2, COVEL_SSE_KEEPALIVE_SECONDS=1, COVEL_EVENT_POLL_MS=200)
+async def test_stream_ends_with_a_retryable_error_when_the_database_stays_away():
+    import time
+
+    from tests.fault_support import pg_connections_refused
+
+    # given: a subscriber that has seen one event
+    session = await db(make_session)
+    await db(append_events, session.pk, ["before"])
+    async with AsgiSse(f"sessionId={session.pk}", headers=[(b"last-event-id", b"ep1:0")]) as sse:
+        await sse.frame()
+        assert (await sse.frame()).id == "ep1:1"
+        # when: the database refuses every new connection (the stream's readers must reconnect)
+        await asyncio.to_thread(event_stream.db_connections_close)
+        with pg_connections_refused():
+            started = time.monotonic()
+            keepalives = 0
+            while True:
+                frame = await sse.frame(8, comments=True)
+                if frame.comment == "keep-alive":
+                    keepalives += 1
+                    continue
+                break
+            elapsed = time.monotonic() - started
+            await asyncio.wait_for(sse._task, 5)  # the response ended by itself
+    # then: keep-alives while it waited, then error.occurred with the cursor to reconnect from
+    assert keepalives >= 1
+    assert (frame.event, frame.id, frame.data["topic"], frame.data["type"]) == ("error.occurred", "ep1:1", "system", "error.occurred")
+    assert frame.data["payload"] == {"message": frame.data["payload"]["message"], "code": "stream_interrupted",
+                                     "retryable": True, "details": {"reason": "database_unavailable"}}
+    assert 2 <= elapsed < 8, elapsed
+    # and once the database is back, a reconnect from that id gets what came after
+    await db(append_events, session.pk, ["after"])
+    async with AsgiSse(f"sessionId={session.pk}", headers=[(b"last-event-id", frame.id.encode())]) as sse:
+        await sse.frame()
+        after = await sse.frame()
+    assert (after.event, after.id) == ("after", "ep1:2")

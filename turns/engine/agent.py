@@ -30,6 +30,7 @@ import jsonschema
 from plugins_app.manifests import RuntimeManifest
 from turns.engine import trace as T
 from turns.engine.env import ExecutionEnv
+from turns.engine.hooks import POST_TOOL_USE, has_hooks, post_tool_use, pre_tool_use
 from covel.jsoncopy import json_copy
 from turns.engine.prompt import (
     budget_cut,
@@ -456,19 +457,26 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
             result.text = ""
             done = True
             break
-        messages.append({"role": "assistant", "content": text,
-                         "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls]})
         finished = False
         regular = []
         story_done_calls = []
+        refused: dict[str, str] = {}
+        history_calls = []
         for call in response.tool_calls:
             if is_story and call.name == RUNTIME_DONE:
                 story_done_calls.append(call)
-            else:
-                regular.append(ToolCall(call_id=call.id, name=call.name, arguments=call.arguments))
+                history_calls.append({"id": call.id, "name": call.name, "arguments": call.arguments})
+                continue
+            # PreToolUse hooks may rewrite the call (the history keeps what runs) or refuse it (turns.engine.hooks).
+            decision = pre_tool_use(env, runtime, turn, call.name, call.arguments)
+            history_calls.append({"id": call.id, "name": decision.name, "arguments": decision.arguments})
+            regular.append(ToolCall(call_id=call.id, name=decision.name, arguments=decision.arguments))
+            if decision.refused is not None:
+                refused[call.id] = decision.refused
+        messages.append({"role": "assistant", "content": text, "tool_calls": history_calls})
         for call in regular:
             emit(T.TOOL_CALLING, {"step": step, "tool": call.name, "callId": call.call_id, "input": _arguments_json(call.arguments)})
-        outcomes = env.executor.execute_batch(regular, tool_context, runtime_tools=runtime_tools) if regular else []
+        outcomes = _calls_run(env, runtime, turn, regular, refused, tool_context, runtime_tools)
         tool_messages: dict[str, dict[str, Any]] = {}
         for outcome in outcomes:
             record = {"tool": outcome.name, "input": _arguments_json(outcome.history_arguments), "output": outcome.envelope,
@@ -539,6 +547,26 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
     result.pending_inputs = list(interactions.values())
     if isinstance(result.output, dict) and result.output.get("preGameDone") is True:
         result.pre_game_done = True
+
+
+def _calls_run(env, runtime, turn, calls: list[ToolCall], refused: dict[str, str], tool_context, runtime_tools) -> list:
+    """One model reply's calls, outcomes in the model's order. Refused calls do not run. With
+    PostToolUse hooks the calls run one at a time and a hook may stop the rest (``cancelled``);
+    without, they run as one batch (parallel pools)."""
+    runnable = [c for c in calls if c.call_id not in refused]
+    if not has_hooks(env, POST_TOOL_USE):
+        ran = env.executor.execute_batch(runnable, tool_context, runtime_tools=runtime_tools) if runnable else []
+    else:
+        ran, stop = [], None
+        for call in runnable:
+            if stop is not None:
+                ran.append(env.executor.cancelled_outcome(call, stop))
+                continue
+            outcome = env.executor.execute_one(call, tool_context, runtime_tools=runtime_tools)
+            ran.append(outcome)
+            stop = post_tool_use(env, runtime, turn, call.name, call.arguments, outcome)
+    by_id = {o.call_id: o for o in ran}
+    return [by_id[c.call_id] if c.call_id in by_id else env.executor.refused_outcome(c, refused[c.call_id]) for c in calls]
 
 
 def _arguments_json(raw: Any) -> Any:

@@ -1,5 +1,13 @@
 """ExecutionEnv: what every runtime of one execution shares (snapshot, plugins, tools, models,
-tracer), plus the process-wide tool registry/executor built from the plugin registry."""
+tracer), plus the process-wide tool registry/executor built from the plugin registry.
+
+Community code (spec 000 §第三方插件 server-code 审批边界): the engine never decides trust itself. Its
+caller passes ``code_grants(plugin_id, runtime_id | None) -> missing approval key | None`` (the
+session's grants, read from the database right then); with none, community code never runs.
+``community_entries_load`` imports the entry of every community plugin whose server-code grant
+holds just before the execution builds its tools, and each community runtime is checked again
+right before it runs (``ExecutionEnv.code_denial``; turns.engine.schedule).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +15,7 @@ import json
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from plugins_app.manifests import PluginManifest, RuntimeManifest
 from plugins_app.registry import PluginRecord, PluginRegistry
@@ -21,10 +29,22 @@ from turns.engine.tools.executor import ToolExecutor
 from turns.engine.tools.builtin import default_registry
 from turns.engine.tools.registry import ToolRegistry
 from turns.engine.trace import Tracer
+from plugins_app.trust import SERVER_CODE_ACTION
 
 logger = logging.getLogger(__name__)
 
-_tools_cache: dict[int, tuple[PluginRegistry, ToolRegistry, ToolExecutor]] = {}
+_tools_cache: dict[int, tuple[PluginRegistry, int, ToolRegistry, ToolExecutor]] = {}
+
+#: (plugin_id, runtime_id or None) -> the missing approval key, or None when the code may run.
+CodeGrants = Callable[[str, "str | None"], "str | None"]
+
+
+def community_entries_load(plugin_registry: PluginRegistry, records: list[PluginRecord], code_grants: CodeGrants | None) -> None:
+    """Import the pending entries of ``records`` whose session grant for server code holds now
+    (checked through ``code_grants`` right before loading); others stay unloaded."""
+    for record in records:
+        if record.is_code_pending and code_grants is not None and code_grants(record.id, None) is None:
+            plugin_registry.entry_ensure(record.id)
 _tools_lock = threading.Lock()
 
 
@@ -49,10 +69,11 @@ def tools_for_registry(plugin_registry: PluginRegistry) -> tuple[ToolRegistry, T
     registry, built once per registry object. A plugin whose tools cannot be built is logged and
     left without tools (its runtimes then fail with "did not register it")."""
     key = id(plugin_registry)
+    generation = getattr(plugin_registry, "generation", 0)
     with _tools_lock:
         cached = _tools_cache.get(key)
-        if cached is not None and cached[0] is plugin_registry:
-            return cached[1], cached[2]
+        if cached is not None and cached[0] is plugin_registry and cached[1] == generation:
+            return cached[2], cached[3]
         registry = default_registry()
         for record in plugin_registry.loaded():
             batch = []
@@ -63,7 +84,7 @@ def tools_for_registry(plugin_registry: PluginRegistry) -> tuple[ToolRegistry, T
             except (ToolDefinitionError, ToolRegistrationError):
                 logger.exception("plugin %s: tools could not be registered", record.id)
         executor = ToolExecutor(registry)
-        _tools_cache[key] = (plugin_registry, registry, executor)
+        _tools_cache[key] = (plugin_registry, generation, registry, executor)
         return registry, executor
 
 
@@ -82,6 +103,17 @@ class ExecutionEnv:
     request_model: str | None = None
     cancel: CancelToken = field(default_factory=CancelToken)
     user_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    code_grants: CodeGrants | None = None
+
+    def code_denial(self, plugin_id: str, runtime_id: str | None) -> str | None:
+        """The approval key a community plugin's code still lacks in this session (server code first,
+        then ``runtime:<id>``), or None (builtin plugins, or granted). Asked right before the code runs."""
+        record = self.plugin(plugin_id)
+        if record is None or not record.needs_code_grant:
+            return None
+        if self.code_grants is None:
+            return SERVER_CODE_ACTION
+        return self.code_grants(plugin_id, runtime_id)
 
     def plugin(self, plugin_id: str) -> PluginRecord | None:
         return next((p for p in self.plugins if p.id == plugin_id), None)

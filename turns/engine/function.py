@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import functools
 import json
-import threading
 import time
 
 from typing import Any, Callable
 
 from plugins_app.manifests import RuntimeManifest
-from plugins_app.toolkit.modules import module_load_by_path
+from plugins_app.code_loading import CodeNotLoadable, plugin_module_cached, runtime_code_path
 from turns.engine import trace as T
 from turns.engine.env import ExecutionEnv
+from turns.engine.hooks import pre_tool_use
 from covel.jsoncopy import json_copy
 from turns.engine.runtime import STATUS_FAILED, STATUS_SKIPPED, STATUS_SUCCESS, RuntimeFailure, RuntimeResult, TurnInfo
 from turns.engine.state import EngineStateView, StagedProposals
@@ -41,8 +41,6 @@ DEFAULT_HANDLER_NAME = "handle"
 DEFAULT_GUARD_NAME = "guard"
 RESERVED_KEYS = ("proposals", "pluginData", "interaction", "interactions")
 
-_module_cache: dict[str, Any] = {}
-_module_lock = threading.Lock()
 
 
 class ToolCallFailed(Exception):
@@ -60,24 +58,17 @@ def callable_load(env: ExecutionEnv, runtime: RuntimeManifest, declared: str, de
     manifest = env.manifest(runtime.plugin_id)
     if manifest is None:
         raise RuntimeFailure("handler_not_loadable", f"plugin {runtime.plugin_id} is not active")
-    path, _, name = declared.partition(":")
-    root = manifest.root.resolve()
-    candidate = (root / runtime.directory / path).resolve() if runtime.directory else (root / path).resolve()
     try:
-        rel = candidate.relative_to(root)
-    except ValueError:
-        raise RuntimeFailure("handler_not_loadable", f"{declared} is outside the plugin") from None
-    key = f"{candidate}:{candidate.stat().st_mtime if candidate.is_file() else 0}"
-    with _module_lock:
-        module = _module_cache.get(key)
-        if module is None:
-            if not candidate.is_file():
-                raise RuntimeFailure("handler_not_loadable", f"{declared} not found")
-            try:
-                module = module_load_by_path(root, runtime.plugin_id, str(rel))
-            except Exception as exc:  # plugin code: any import error
-                raise RuntimeFailure("handler_not_loadable", f"{declared}: {type(exc).__name__}: {exc}") from None
-            _module_cache[key] = module
+        candidate, root, name = runtime_code_path(manifest.root, runtime, declared)
+    except CodeNotLoadable as exc:
+        raise RuntimeFailure("handler_not_loadable", str(exc)) from None
+    if not candidate.is_file():
+        raise RuntimeFailure("handler_not_loadable", f"{declared} not found")
+    try:
+        # One module cache per process, shared with the approval decision's preload (plugins_app.code_loading).
+        module = plugin_module_cached(root, runtime.plugin_id, candidate)
+    except Exception as exc:  # plugin code: any import error
+        raise RuntimeFailure("handler_not_loadable", f"{declared}: {type(exc).__name__}: {exc}") from None
     target = getattr(module, name or default_name, None)
     if target is None and not name:
         target = getattr(module, "handler", None) or getattr(module, "run", None)
@@ -131,7 +122,14 @@ class _Tools:
             self._ctx.failed = True
             raise ToolCallFailed(name, "invalid-input", "arguments are not JSON-serialisable") from None
         self._emit(T.TOOL_CALLING, {"tool": name, "callId": call_id, "input": args or {}})
-        outcome = self._env.executor.execute_one(ToolCall(call_id=call_id, name=name, arguments=dict(args or {})), self._tool_context)
+        # The same PreToolUse hooks as the agent loop; a refusal fails the runtime here (spec 000:
+        # 函数 runtime 的 Hook 中止仍使调用失败).
+        decision = pre_tool_use(self._env, self._ctx._runtime, self._ctx._turn, name, dict(args or {}))
+        call = ToolCall(call_id=call_id, name=decision.name, arguments=decision.arguments)
+        if decision.refused is not None:
+            outcome = self._env.executor.refused_outcome(call, decision.refused)
+        else:
+            outcome = self._env.executor.execute_one(call, self._tool_context)
         self._result.tool_calls.append({"tool": name, "input": args or {}, "output": outcome.envelope, "status": outcome.status,
                                         "durationMs": outcome.duration_ms})
         if outcome.status != CALL_SUCCESS:
@@ -190,6 +188,8 @@ class FunctionContext:
     the execution), turn_kind ("setup" | "main"), origin, player_message (rendered, or None),
     submissions (interaction answers saved with this turn), pending_interactions (unanswered
     interactions of the session), inputs (resolved io.inputs by name), settings (user settings),
+    manual_payload (plugin-rpc runtime payload, else None), trigger_event (event jobs:
+    ``{eventId, topic, pluginId, payload}``, else None),
     world (_World), plugin_data (_PluginData), tools (_Tools), log(message).
     """
 
@@ -204,6 +204,9 @@ class FunctionContext:
         self.origin = turn.origin
         self.player_message = turn.player_message
         self.submissions = json_copy(turn.submissions)
+        # A manual run's RPC payload (spec 004 §插件 RPC 通道: ctx.manualPayload) and an event job's trigger.
+        self.manual_payload = json_copy(turn.manual_payload)
+        self.trigger_event = json_copy(turn.trigger_event)
         self.pending_interactions = json_copy(env.snapshot.pending_interactions)
         self.inputs = json_copy(inputs)
         self.settings = json_copy(env.user_settings.get(runtime.plugin_id, {}))
@@ -212,6 +215,7 @@ class FunctionContext:
         self.interactions: dict[str, dict[str, Any]] = {}
         self.logs: list[str] = []
         self._own = own
+        self._runtime, self._turn = runtime, turn
         self.plugin_data = _PluginData(view, own, runtime.plugin_id, runtime.id)
         tool_names = set()
         selection = runtime.function.tools if runtime.function is not None else None

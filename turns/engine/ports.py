@@ -3,6 +3,8 @@
 The engine is a library (STYLE.md, ``.importlinter``): it knows no job queue, web or channel
 framework. Where a turn's commit must reach one, it calls a port:
 
+- ``runtime_jobs_queued_count(session_id) -> int``: how many runtime jobs of the session wait
+  (plugin-rpc refuses more background runs with 429 background_queue_full); installed by ``jobs``.
 - ``runtime_jobs_stage(session, jobs) -> [NewEvent]``: write the RuntimeJob rows of a turn's
   detached runtimes inside the commit transaction and schedule their tasks after it commits
   (spec 004 §Staged Runtime 后台作业). The ``jobs`` app installs it in ``JobsConfig.ready``
@@ -32,3 +34,21 @@ def runtime_jobs_stage(*, session: Any, jobs: list[dict[str, Any]]) -> list:
     if _runtime_jobs_stage is None:
         raise PortMissing("no runtime job store is installed: add the jobs app to INSTALLED_APPS")
     return _runtime_jobs_stage(session=session, jobs=jobs)
+
+
+RuntimeJobsQueuedCount = Callable[[str], int]  # (session_id) -> queued runtime jobs of the session
+
+_runtime_jobs_queued_count: RuntimeJobsQueuedCount | None = None
+
+
+def runtime_jobs_queued_count_install(count: RuntimeJobsQueuedCount) -> None:
+    """Install the process-wide counter of a session's queued runtime jobs (the jobs app, at start-up)."""
+    global _runtime_jobs_queued_count
+    _runtime_jobs_queued_count = count
+
+
+def runtime_jobs_queued_count(session_id: str) -> int:
+    """Queued runtime jobs of ``session_id`` (plugin-rpc's background_queue_full check). Raises PortMissing."""
+    if _runtime_jobs_queued_count is None:
+        raise PortMissing("no runtime job store is installed: add the jobs app to INSTALLED_APPS")
+    return _runtime_jobs_queued_count(session_id)

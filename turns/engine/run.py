@@ -32,9 +32,9 @@ from typing import Any
 
 from django.conf import settings
 
-from turns.engine import ports, trace as T
+from turns.engine import hooks, ports, trace as T
 from turns.engine.commit import CommitFailed, CommitPlan, PlayerInput, turn_commit, turn_failure_record
-from turns.engine.env import ExecutionEnv, tools_for_registry
+from turns.engine.env import CodeGrants, ExecutionEnv, community_entries_load, tools_for_registry
 from turns.engine.interactions import answers_resolve
 from turns.engine.providers.config import ModelRouter, model_config_active
 from turns.engine.render import player_input_render
@@ -127,6 +127,7 @@ def execution_run(
     cancel: CancelToken | None = None,
     plugin_registry: Any = None,
     model_router: ModelRouter | None = None,
+    code_grants: CodeGrants | None = None,
 ) -> ExecutionOutcome:
     """Run one claimed execution (see module docstring).
 
@@ -138,6 +139,9 @@ def execution_run(
     a plain CancelToken disables steering.
     plugin_registry / model_router: injectable for tests and embedding hosts; default to the
     process registry (plugins_app.registry.plugin_registry) and COVEL_HOME/llm.toml.
+    code_grants: the session's community-code grants (``turns.engine.env.CodeGrants``), asked right
+    before a community entry is imported and before each community runtime runs; None runs no
+    community code (its runtimes fail with ``approval_required``).
     Preconditions: the caller holds the session lock for the whole call.
     """
     from sessions.models import Session
@@ -167,12 +171,15 @@ def execution_run(
         return _reject(sink, "invalid_action_request", "Session has no active plugins.")
 
     runner = _Runner(execution=execution, session_id=session.id, sink=sink, trace_id=trace_id, cancel=cancel,
-                     plugin_registry=plugin_registry, router=model_router, plugin_settings=plugin_settings)
+                     plugin_registry=plugin_registry, router=model_router, plugin_settings=plugin_settings,
+                     code_grants=code_grants)
     return runner.run(payload)
 
 
 class _Runner:
-    def __init__(self, *, execution, session_id, sink, trace_id, cancel, plugin_registry, router, plugin_settings) -> None:
+    def __init__(self, *, execution, session_id, sink, trace_id, cancel, plugin_registry, router, plugin_settings,
+                 code_grants=None) -> None:
+        self.code_grants = code_grants
         self.execution = execution
         self.session_id = session_id
         self.sink = sink
@@ -190,8 +197,10 @@ class _Runner:
         session = Session.objects.get(pk=self.session_id)
         snapshot = session_snapshot_load(session)
         records = _plugin_records(self.plugin_registry, snapshot.active_plugins)
+        community_entries_load(self.plugin_registry, records, self.code_grants)
         tool_registry, executor = tools_for_registry(self.plugin_registry)
         return ExecutionEnv(snapshot=snapshot, plugin_registry=self.plugin_registry, plugins=records,
+                            code_grants=self.code_grants,
                             tool_registry=tool_registry, executor=executor, router=self.router, tracer=self.tracer,
                             request_model=self.execution.model or None if hasattr(self.execution, "model") else None,
                             cancel=self.cancel,
@@ -299,6 +308,7 @@ class _Runner:
                                                "kind": turn.kind,
                                                **({"playerInput": {"actions": player_input.actions, "messageId": player_input.message_id}} if player_input else {})},
                          turn_id=turn.turn_id)
+        hooks.turn_start(env, turn)
         steer = turn_control_of(self.cancel)
         if steer is not None:
             if _runs_story_agent(env, turn):
@@ -479,6 +489,7 @@ def runtime_job_execute(
     cancel: CancelToken | None = None,
     plugin_registry: Any = None,
     model_router: ModelRouter | None = None,
+    code_grants: CodeGrants | None = None,
 ) -> RuntimeJobRun:
     """Run the runtime of one claimed runtime job without the session
     lock and without committing: a new background turn (``kind`` main, origin ``detached``, the
@@ -487,6 +498,9 @@ def runtime_job_execute(
     (default: kept in memory); trace rows are written by the commit.
     job: the job row (``pk``, ``session_id``, ``plugin_id``, ``runtime_id``, ``payload``: frozen
     ``inputs``, ``userSettings``, ``model``, ``origin``, ``playerMessage``, ``logicalTurn``).
+    A manual (plugin-rpc) job's ``turnId`` and ``manualPayload`` and an event job's
+    ``triggerEvent`` reach the runtime's turn (``ctx.manual_payload`` / ``ctx.trigger_event``).
+    code_grants: as for ``execution_run`` (a community runtime without its grants fails).
     Raises RuntimeJobRejected when the plugin or runtime is no longer active in the session.
     Never raises for a runtime failure (``run.result.status`` is ``failed``).
     """
@@ -509,16 +523,19 @@ def runtime_job_execute(
     runtime = next((r for p in records for r in p.manifest.runtimes if r.id == job.runtime_id), None)
     if runtime is None:
         raise RuntimeJobRejected("runtime_not_active", f"Runtime is not active in this session: {job.runtime_id}")
+    community_entries_load(plugin_registry, records, code_grants)
     tool_registry, executor = tools_for_registry(plugin_registry)
     frozen_settings = {job.plugin_id: payload.get("userSettings") or {}}
     env = ExecutionEnv(snapshot=snapshot, plugin_registry=plugin_registry, plugins=records, tool_registry=tool_registry,
+                       code_grants=code_grants,
                        executor=executor, router=model_router, tracer=tracer, request_model=payload.get("model") or None,
                        cancel=cancel or CancelToken(),
                        user_settings=_user_settings(records, snapshot.world.metadata, frozen_settings))
     origin = payload.get("origin") or {}
-    turn = TurnInfo(turn_id=str(uuid.uuid4()), kind="main", origin=ORIGIN_DETACHED,
+    turn = TurnInfo(turn_id=payload.get("turnId") or str(uuid.uuid4()), kind="main", origin=ORIGIN_DETACHED,
                     player_message=payload.get("playerMessage"),
-                    logical_turn=int(payload.get("logicalTurn") or snapshot.completed_player_turns + 1))
+                    logical_turn=int(payload.get("logicalTurn") or snapshot.completed_player_turns + 1),
+                    manual_payload=payload.get("manualPayload"), trigger_event=payload.get("triggerEvent"))
     tracer.emit(T.EXECUTION_STARTED, {"turnId": turn.turn_id, "origin": ORIGIN_DETACHED, "phase": snapshot.phase, "kind": "main",
                                       "jobId": job_id}, turn_id=turn.turn_id)
     result = runtime_run(env, runtime, turn, inputs=dict(payload.get("inputs") or {}))

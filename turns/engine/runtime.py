@@ -27,6 +27,8 @@ class TurnInfo:
     submissions: interaction answers saved with this turn
     ([{turnId, interactionId, type, pluginId, runtimeId, values, filledNarrative}]).
     logical_turn: the turn number fixed for the whole execution (completedPlayerTurns + 1).
+    manual_payload: the plugin-rpc payload of a manual run; trigger_event: an event job's
+    ``{eventId, topic, pluginId, payload}`` (both None otherwise).
     """
 
     turn_id: str
@@ -37,6 +39,8 @@ class TurnInfo:
     submissions: list[dict[str, Any]] = field(default_factory=list)
     logical_turn: int = 1
     only_runtime_ids: frozenset[str] | None = None
+    manual_payload: Any = None
+    trigger_event: dict[str, Any] | None = None
 
 
 @dataclass

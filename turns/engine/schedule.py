@@ -71,6 +71,8 @@ SKIP_INTERVAL = "interval"
 SKIP_ABORTED = "aborted"
 
 DETACHABLE_STAGES = ("post-turn", "audit")
+#: Runtime error code when a community runtime lacks its session grant at run time.
+CODE_APPROVAL_REQUIRED = "approval_required"
 #: Trace-only diagnostic: a detached declaration that failed the safety check ran in the foreground.
 RUNTIME_DETACH_REJECTED = "runtime.detach.rejected"
 
@@ -215,7 +217,11 @@ def _run_one(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo, upstre
     run_id = str(uuid.uuid4())
     emit_payload = {"runtimeId": runtime.id, "pluginId": runtime.plugin_id, "stage": runtime.stage, "runId": run_id}
     env.tracer.emit(T.RUNTIME_STARTED, emit_payload, turn_id=turn.turn_id, plugin_id=runtime.plugin_id, runtime_id=runtime.id)
-    if runtime.runtime_type == "function" and runtime.function is not None:
+    denial = _code_denial(env, runtime)
+    if denial is not None:
+        result = RuntimeResult(runtime_id=runtime.id, plugin_id=runtime.plugin_id, stage=runtime.stage, status=STATUS_FAILED,
+                               error=denial, run_id=run_id)
+    elif runtime.runtime_type == "function" and runtime.function is not None:
         result = function_runtime_run(env, runtime, turn, upstream=upstream, inputs=inputs, run_id=run_id)
     else:
         result = guard_run(env, runtime, turn, upstream=upstream, inputs=inputs, run_id=run_id)
@@ -234,6 +240,21 @@ def _run_one(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo, upstre
         payload["preGameDone"] = True
     env.tracer.emit(T.RUNTIME_COMPLETED, payload, turn_id=turn.turn_id, plugin_id=runtime.plugin_id, runtime_id=runtime.id)
     return result
+
+
+def _code_denial(env: ExecutionEnv, runtime: RuntimeManifest) -> dict[str, Any] | None:
+    """The check right before a community runtime's code loads (spec 004 §社区插件授权: 执行时真正加载代码
+    之前，还会再检查一次授权): the session's grants as they are now, then the plugin's entry import.
+    Returns the runtime's error ({code, message}) when it must not run, else None."""
+    missing = env.code_denial(runtime.plugin_id, runtime.id)
+    if missing is not None:
+        return {"code": CODE_APPROVAL_REQUIRED, "message": f"{missing} is not granted for this session"}
+    record = env.plugin(runtime.plugin_id)
+    if record is not None and record.is_code_pending:
+        record = env.plugin_registry.entry_ensure(runtime.plugin_id)
+        if record is not None and not record.is_loaded:
+            return {"code": "entry_failed", "message": record.error or "the plugin entry failed to load"}
+    return None
 
 
 def _skipped(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo, reason: str) -> RuntimeResult:

@@ -199,6 +199,17 @@ class ToolExecutor:
         """Execute a single call (function runtimes' ctx.tools.call path)."""
         return self.execute_batch([call], context, runtime_tools=runtime_tools)[0]
 
+    def refused_outcome(self, call: ToolCall, reason: str) -> ToolCallOutcome:
+        """A call a PreToolUse hook refused: not run, tool result ``refused`` with ``reason``,
+        status skipped, not a failed call (spec 000: 被 PreToolUse 跳过的调用只记历史和 trace，不计失败)."""
+        outcome = self._failed(call, ToolError(REFUSED, reason), history=_history_for(call.arguments), own_refusal=True)
+        outcome.status = STATUS_SKIPPED
+        return outcome
+
+    def cancelled_outcome(self, call: ToolCall, reason: str) -> ToolCallOutcome:
+        """A queued call that will not run (a PostToolUse hook stopped the batch): ``cancelled``, skipped."""
+        return self._skipped(call, reason)
+
     def close(self, timeout_seconds: float | None = 30.0) -> None:
         """Stop accepting calls, cancel running ones and wait for their threads. Idempotent."""
         with self._lock:
