@@ -99,6 +99,12 @@ def rate_limit_hit(request, name: str, *, per_minute: int, key: str = "") -> Non
 
 
 def rate_limits_reset() -> None:
-    """Forget the in-process counters (tests)."""
+    """Forget every counter of this deployment (tests): the in-process ones, and in the hosted shape
+    the ``covel:rl:*`` keys of the configured Redis database."""
     with _local_lock:
         _local.clear()
+    if settings.STORE_BACKEND == "pg" and settings.REDIS_URL:
+        client = _redis()
+        keys = list(client.scan_iter(match="covel:rl:*", count=500))
+        if keys:
+            client.delete(*keys)

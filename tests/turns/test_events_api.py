@@ -7,6 +7,7 @@ from django.db import close_old_connections
 from django.test import override_settings
 
 from tests.turns.events_support import make_session
+from covel.ratelimit import rate_limits_reset
 from turns import event_stream
 from turns.models import SessionEvent
 
@@ -16,6 +17,7 @@ OPERATOR = "op-token-0123456789"
 @pytest.fixture(autouse=True)
 def _fresh_limits():
     event_stream.rate_limiter.reset()
+    rate_limits_reset()
     yield
     event_stream.db_connections_close()
 
@@ -199,3 +201,24 @@ def test_emit_is_disabled_in_hosted_tiers_without_enable_debug_page(api):
     assert refused.json() == {"error": "Event injection is disabled in production"}
     assert anonymous.status_code == 401
     assert owner.status_code == 200
+
+
+@pytest.mark.django_db
+@override_settings(RATE_LIMIT_RPM=2)
+def test_many_subscribers_behind_one_address_are_counted_per_session(api):
+    # given players behind one NAT address, each following their own session
+    sessions = [make_session(f"nat-{i}") for i in range(5)]
+    # when each opens its stream (twice: a reconnect)
+    answers = [_stream(api, f"sessionId={s.id}").status_code for s in sessions for _ in range(2)]
+    # then none is refused; one client hammering one session still is
+    assert answers == [200] * 10
+    assert _stream(api, f"sessionId={sessions[0].id}").status_code == 429
+
+
+def test_the_browser_reconnect_header_wins_once_it_is_past_the_url_cursor():
+    from turns.api_events import stream_cursor_choose
+
+    assert stream_cursor_choose("ep:5", "ep:9") == "ep:9"  # EventSource reconnect after more events
+    assert stream_cursor_choose("ep:5", "ep:3") == "ep:5"  # the URL is further along
+    assert stream_cursor_choose("ep:5", "other:9") == "ep:5"  # another epoch: the URL wins
+    assert stream_cursor_choose(None, "ep:9") == "ep:9" and stream_cursor_choose("ep:5", None) == "ep:5"

@@ -8,6 +8,7 @@ import pytest
 from django.test import override_settings
 
 from tests.turns.events_support import AsgiSse, append_events, db, in_thread, make_session
+from covel.ratelimit import rate_limits_reset
 from turns import event_stream
 from turns.events import session_events_trim
 
@@ -17,6 +18,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(autouse=True)
 def _fresh_limits():
     event_stream.rate_limiter.reset()
+    rate_limits_reset()
     yield
     event_stream.db_connections_close()
 
