@@ -509,11 +509,8 @@ def _execution_run_claimed(execution_id: str, execution_control: "control.Execut
             return _fail(execution, sink, exc.payload())
         except Exception as exc:
             logger.exception("execution %s failed", execution_id)
-            # The failure may be the database itself (a PostgreSQL restart): a connection it broke
-            # would also refuse to record the failure, leaving the stream to wait for the reaper.
-            close_old_connections()
-            return _fail(execution, sink, {"message": "The turn failed: internal error", "code": errors.EXECUTION_FAILED,
-                                           "details": {"error": type(exc).__name__}})
+            return _fail_recorded(execution, sink, {"message": "The turn failed: internal error",
+                                                    "code": errors.EXECUTION_FAILED, "details": {"error": type(exc).__name__}})
     if outcome is None and sink.engine_completed is not None:
         outcome = {**sink.engine_completed["payload"], "turn_id": sink.engine_completed["turn_id"]}
     result = _outcome_read(outcome or {})
@@ -570,6 +567,36 @@ def _fail(execution: Execution, sink: ExecutionSink, error: dict[str, Any]) -> s
     sink.emit("error.occurred", error)
     sink.complete(outcome)
     return Execution.STATUS_FAILED
+
+
+#: How long a worker keeps trying to record a failed execution while the database is unreachable.
+FAIL_RECORD_SECONDS = 10.0
+
+
+def _fail_recorded(execution: Execution, sink: ExecutionSink, error: dict[str, Any]) -> str:
+    """``_fail``, retried with backoff for FAIL_RECORD_SECONDS when the database refuses it.
+
+    The failure is often the database itself (a PostgreSQL restart): the connection it broke must
+    be replaced first, and the server may need a moment to come back. Recording it here ends the
+    stream with the stored final frame at once instead of after the reaper's COVEL_EXECUTION_STALE_SECONDS
+    (the heartbeat keeps running meanwhile). Raises the database error when it stays away.
+    """
+    import time
+
+    from django.db import InterfaceError, OperationalError
+
+    deadline = time.monotonic() + FAIL_RECORD_SECONDS
+    delay = 0.25
+    while True:
+        if not transaction.get_connection().in_atomic_block:
+            close_old_connections()  # drops a connection an error left unusable
+        try:
+            return _fail(execution, sink, error)
+        except (OperationalError, InterfaceError):
+            if time.monotonic() + delay > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
 
 
 def _finish(execution: Execution, sink: ExecutionSink, outcome: dict[str, Any]) -> str:

@@ -186,15 +186,16 @@ def executions_by_status(cluster, runs: list[TurnRun]) -> dict[str, str]:
 
 
 def wait_running(cluster, runs: list[TurnRun], *, at_least: int, timeout_seconds: float = 60) -> dict[str, str]:
-    """Wait until ``at_least`` of the runs' executions are running in a worker."""
+    """Wait until every run's request is recorded (accepted) and ``at_least`` of them run in a worker."""
     deadline = time.monotonic() + timeout_seconds
     statuses: dict[str, str] = {}
     while time.monotonic() < deadline:
         statuses = executions_by_status(cluster, runs)
-        if sum(1 for s in statuses.values() if s == "running") >= at_least:
+        running = sum(1 for s in statuses.values() if s == "running")
+        if len(statuses) == len(runs) and running >= at_least:
             return statuses
-        time.sleep(0.1)
-    raise AssertionError(f"fewer than {at_least} turns running after {timeout_seconds} s: {statuses}")
+        time.sleep(0.05)
+    raise AssertionError(f"not all {len(runs)} turns accepted with {at_least} running after {timeout_seconds} s: {statuses}")
 
 
 @dataclass

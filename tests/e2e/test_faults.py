@@ -25,7 +25,7 @@ import pytest
 
 from tests.e2e.client import Api
 from tests.e2e.faults import (
-    Outcome, TurnRun, Watch, endings_text, session_head, turns_settle, wait_running, watch_check,
+    Outcome, TurnRun, Watch, endings_text, executions_by_status, session_head, turns_settle, wait_running, watch_check,
 )
 from tests.e2e.play import PlayedSession, expect_committed, say, session_create, session_setup
 
@@ -172,6 +172,7 @@ def test_redis_restart(fault_cluster, sessions):
     # when: Redis stops (nothing persisted: its queue is gone), a turn is sent meanwhile, it restarts
     fault_at = time.monotonic()
     cluster.private_redis.stop()
+    queued = sum(1 for status in executions_by_status(cluster, runs).values() if status == "queued")
     refused = TurnRun(sessions[SESSIONS], cluster.base_urls[0], "redis: sent while Redis is down").start()
     refused.join(time.monotonic() + 20)
     time.sleep(max(0.0, fault_at + 3 - time.monotonic()))
@@ -180,6 +181,7 @@ def test_redis_restart(fault_cluster, sessions):
     assert refused.ending == "503 service_unavailable", refused.result and refused.result.describe()
     settled = turns_settle(cluster, [*runs, refused], fault_at=fault_at, stream_bound_seconds=BOUND_REDIS_RESTART)
     _record(outcome, [*runs, refused], settled)
+    outcome.note = f"({queued} queued when Redis stopped: lost, re-sent, ran once)"
     assert settled.committed_once == len(runs), settled  # lost queued turns were re-sent and ran once
     _after_checks(cluster, outcome, played[0], watches, starts)
     outcome.passed = True
