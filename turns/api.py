@@ -56,7 +56,10 @@ def post_action(request):
     session_not_found, 404 seat_not_found, 409 seat_not_human / unknown_action_kind /
     action_kind_not_allowed / actor_not_bound, 400 invalid_action / invalid_action_fields,
     409 session_not_active / session_deleting / request_id_conflict, 400 no_active_plugins,
-    400 invalid_provider_keys (malformed ``X-Provider-Keys``; the keys are never stored).
+    400 invalid_provider_keys (malformed ``X-Provider-Keys``; the keys are never stored),
+    202 ``{status: "approval-required", approvalId, pending}`` when a community plugin the turn would
+    run lacks a grant (nothing written), 503 service_unavailable ``{details: {retryable: true}}``
+    when the turn could not be queued (nothing recorded; send the same requestId again).
     """
     action = services.action_request_parse(_request_body(request))
     session = session_get_authorized(request, action.session_id)
