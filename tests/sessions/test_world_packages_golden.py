@@ -38,6 +38,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.golden_support import paths as _paths, spine as _spine, variants as _variants
 from tests.shared_paths import FIXTURES_DIR
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -67,53 +68,11 @@ def world_dirs() -> Iterator[tuple[str, Path]]:
                 yield f"{group}/{child.name}", child
 
 
-def _paths(node: Any, prefix: tuple = ()) -> Iterator[tuple]:
-    if isinstance(node, dict):
-        for key, value in node.items():
-            yield (*prefix, key)
-            yield from _paths(value, (*prefix, key))
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            yield (*prefix, index)
-            yield from _paths(value, (*prefix, index))
-
-
 def _fold(path: tuple) -> tuple:
     out: list[Any] = []
     for step in path:
         out.append("[]" if isinstance(step, int) else "*" if tuple(out) in MAP_FIELDS else step)
     return tuple(out)
-
-
-def _spine(doc: Any, path: tuple) -> tuple[Any, tuple]:
-    """A small copy of `doc` around `path`: each object on the way keeps its scalar fields and the
-    step taken, each list only the item taken (so its index becomes 0); the node at `path` is kept
-    whole. Keeps every case cheap to parse while each field is still checked in its place.
-    Returns (copy, path inside the copy)."""
-    if not path:
-        return copy.deepcopy(doc), ()
-    step, rest = path[0], path[1:]
-    child, child_path = _spine(doc[step], rest)
-    if isinstance(doc, list):
-        return [child], (0, *child_path)
-    kept = {k: copy.deepcopy(v) for k, v in doc.items() if not isinstance(v, (dict, list)) or k == step}
-    kept[step] = child
-    return kept, (step, *child_path)
-
-
-def _variants(value: Any) -> list[str]:
-    """Replacement values for a field holding `value`: the other shapes (kept short per shape)."""
-    if isinstance(value, bool):
-        return ["int", "str", "null"]
-    if isinstance(value, int | float):
-        return ["float", "str", "bool", "null"]
-    if isinstance(value, str):
-        return ["int", "bool", "null", "list", "obj"]
-    if isinstance(value, list):
-        return ["int", "str", "list", "strlist", "obj"]
-    if isinstance(value, dict):
-        return ["int", "str", "null", "strlist", "emptyobj"]
-    return ["int", "str", "obj"]
 
 
 def _mutations(doc: Any) -> Iterator[tuple[tuple, str, dict[str, Any]]]:
