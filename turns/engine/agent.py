@@ -41,6 +41,7 @@ from turns.engine.prompt import (
     template_fill,
     template_values,
     character_line,
+    character_roster_blocks,
     dimension_rules_load,
     dimension_rules_text,
     DIMENSION_RULES_PLACEHOLDER,
@@ -69,6 +70,7 @@ from turns.engine.tools.executor import CONTROL_DONE, CONTROL_SUSPEND, STATUS_SU
 from turns.engine.tools.registry import LOOP_HANDLED_TOOL_NAMES
 
 RUNTIME_DONE = "runtime-done"
+SYNC_CHARACTERS = "sync-characters"
 #: The story runtime's output field (contract narrative-engine@1: {narrativeOutput}).
 STORY_OUTPUT_KEY = "narrativeOutput"
 #: Characters kept per selfData value in "summary" format.
@@ -123,7 +125,8 @@ def tool_names_for(env: ExecutionEnv, runtime: RuntimeManifest) -> tuple[list[st
     return offered, warnings
 
 
-def _tool_definition(env: ExecutionEnv, name: str, plugin_id: str, runtime_tools: dict[str, Any]) -> dict[str, Any]:
+def _tool_definition(env: ExecutionEnv, name: str, plugin_id: str, runtime_tools: dict[str, Any],
+                     view: EngineStateView | None = None) -> dict[str, Any]:
     resolved = env.tool_registry.resolve(name, plugin_id)
     tool = resolved.tool if resolved else runtime_tools[name]
     definition = tool.definition()
@@ -131,6 +134,11 @@ def _tool_definition(env: ExecutionEnv, name: str, plugin_id: str, runtime_tools
         from turns.engine.tools.builtin.emit_event import model_parameters_for
 
         definition["parameters"] = model_parameters_for(env.event_topics())
+    elif name == SYNC_CHARACTERS and view is not None and resolved is not None and resolved.source == "builtin":
+        from turns.engine.tools.builtin.characters import sync_parameters_for
+
+        # The session's character types and attribute constraints, so the model can get them right.
+        definition["parameters"] = sync_parameters_for(view.character_schema())
     return definition
 
 
@@ -164,7 +172,7 @@ def prompt_source(env: ExecutionEnv, runtime: RuntimeManifest) -> str:
 
 def system_prompt_build(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo, *, view: EngineStateView,
                         inputs: dict[str, Any], offers_done: bool, after_tools: list[str], require: str | None,
-                        dimension_rules: dict[str, str] | None = None) -> str:
+                        dimension_rules: dict[str, str] | None = None, offered: list[str] = ()) -> str:
     """The system prompt (see turns.engine.prompt module docstring). ``dimension_rules``
     (dimension id → updateRule) fills ``{{ world.dimensionRules }}`` when the template has it."""
     snapshot = env.snapshot
@@ -186,7 +194,11 @@ def system_prompt_build(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnI
         pruned += int(cut)
         head = "[世界]" if zh else "[WORLD]"
         sections.append(f"{head}\n{snapshot.world.name}\n{snapshot.world.summary}\n\n{lore}".strip())
-    if not any(u.startswith(("characters", "player")) for u in used) and characters:
+    if SYNC_CHARACTERS in offered:
+        # A runtime that writes characters needs their ids and current fields, in the blocks the
+        # character prompts name (spec 000 §sync-characters 使用者).
+        sections.append(character_roster_blocks(characters))
+    elif not any(u.startswith(("characters", "player")) for u in used) and characters:
         body, cut = budget_cut("\n".join(character_line(c, zh) for c in characters), CHARACTERS_BUDGET_CHARS)
         pruned += int(cut)
         sections.append(("[角色]" if zh else "[CHARACTERS]") + "\n" + body)
@@ -322,7 +334,11 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
         selection = [d.dataset if d.tools is None else {"dataset": d.dataset, "tools": list(d.tools)} for d in agent.tools.datasets]
         runtime_tools = dataset_tools(env.datasets(runtime.plugin_id), selection, taken_names=frozenset(offered))
         offered += [n for n in runtime_tools if n not in offered]
-    offers_done = not is_story and not after_tools and RUNTIME_DONE in env.tool_registry.builtin_names()
+    # runtime-done is the quiet-turn exit of a runtime whose contract uses it: no completion tool,
+    # or ``require: explicit`` (codex, affinity, character-tracker: "nothing qualifies → runtime-done").
+    # A ``require: tool-use`` runtime with afterTools must end through its completion tool (spec 000 §授权).
+    offers_done = (not is_story and (not after_tools or require == "explicit")
+                   and RUNTIME_DONE in env.tool_registry.builtin_names())
     listed = list(offered)
     if offers_done and RUNTIME_DONE not in listed:
         listed.append(RUNTIME_DONE)
@@ -333,12 +349,12 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
         authorized.add(RUNTIME_DONE)
     for warning in warnings:
         emit(T.TOOL_FAILED, {"warning": warning})
-    definitions = [_tool_definition(env, n, runtime.plugin_id, runtime_tools) for n in listed]
+    definitions = [_tool_definition(env, n, runtime.plugin_id, runtime_tools, view) for n in listed]
     # Rules are private to the dimension provider: read (one query) only for a runtime whose
     # prompt places {{ world.dimensionRules }} (world-init/dimension-tracker).
     rules = dimension_rules_load(env.snapshot.session_id) if DIMENSION_RULES_PLACEHOLDER in prompt_source(env, runtime) else None
     system = system_prompt_build(env, runtime, turn, view=view, inputs=inputs, offers_done=offers_done,
-                                 after_tools=after_tools, require=require, dimension_rules=rules)
+                                 after_tools=after_tools, require=require, dimension_rules=rules, offered=listed)
     scripted_dimensions = [
         {"id": d.id, "name": d.name, "value": d.value, "version": d.version, "schema": d.schema,
          **({"updateRule": rules[d.id]} if rules and rules.get(d.id) else {})}
@@ -359,6 +375,7 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
         authorized_tool_names=frozenset(authorized), locale=instruction_locale_for(env.snapshot.locale),
         content_locale=env.snapshot.locale, logical_turn=turn.logical_turn, cancel=env.cancel,
         dataset_tool_names=frozenset(runtime_tools), inputs={k: {"value": v} for k, v in inputs.items()},
+        on_success=lambda outcome: _stage_outcome(own, runtime, outcome),
     )
     manifest = env.manifest(runtime.plugin_id)
     business_success = False
@@ -427,7 +444,7 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
         if not response.tool_calls:
             emit(T.MESSAGE_COMPLETED, {"step": step, "text": text})
             messages.append({"role": "assistant", "content": text})
-            emit(T.STEP_COMPLETED, {"step": step, "toolCallCount": 0})
+            emit(T.STEP_COMPLETED, {"step": step, "toolCallCount": 0})  # a re-prompt follows when a tool is still required
             if is_story:
                 if text.strip():
                     late = steer.steer_take_or_close() if steer is not None else []
@@ -444,8 +461,10 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
                 continue
             needs_tool = (require == "tool-use" and not business_success) or bool(after_tools) or require == "explicit"
             if needs_tool and step < max_steps:
-                nudge = completion_text(is_story=False, offers_done=offers_done, after_tools=after_tools, require=require,
-                                        zh=env.snapshot.locale.startswith("zh"))
+                # Many OpenAI-compatible hosts (llama.cpp, ollama) ignore a forced tool_choice and
+                # answer in prose: re-prompt once per remaining step with a short framework rule.
+                nudge = tool_required_nudge(tool_choice=tool_choice, offers_done=offers_done, after_tools=after_tools,
+                                            require=require, zh=env.snapshot.locale.startswith("zh"))
                 messages.append({"role": "user", "content": nudge})
                 continue
             if needs_tool:
@@ -473,10 +492,14 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
             regular.append(ToolCall(call_id=call.id, name=decision.name, arguments=decision.arguments))
             if decision.refused is not None:
                 refused[call.id] = decision.refused
-        messages.append({"role": "assistant", "content": text, "tool_calls": history_calls})
         for call in regular:
             emit(T.TOOL_CALLING, {"step": step, "tool": call.name, "callId": call.call_id, "input": _arguments_json(call.arguments)})
         outcomes = _calls_run(env, runtime, turn, regular, refused, tool_context, runtime_tools)
+        # The history carries what ran: repaired arguments as valid JSON text, unrepairable ones as
+        # the raw text in a JSON string (spec 000 §参数修复: 修正后的参数会以合法 JSON 写回模型历史).
+        repaired = {o.call_id: o.history_arguments for o in outcomes}
+        messages.append({"role": "assistant", "content": text, "tool_calls": [
+            {**c, "arguments": repaired.get(c["id"]) or _history_text(c["arguments"])} for c in history_calls]})
         tool_messages: dict[str, dict[str, Any]] = {}
         for outcome in outcomes:
             record = {"tool": outcome.name, "input": _arguments_json(outcome.history_arguments), "output": outcome.envelope,
@@ -485,10 +508,6 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
             if outcome.status == CALL_SUCCESS:
                 emit(T.TOOL_COMPLETED, {"step": step, "tool": outcome.name, "callId": outcome.call_id, "output": outcome.envelope,
                                         "durationMs": outcome.duration_ms})
-                own.extend(outcome.proposals)
-                own.extend(P.Proposal(P.EVENT_EMIT, {"topic": e["topic"], "data": e.get("data") or {}},
-                                      plugin_id=runtime.plugin_id, runtime_id=runtime.id, call_id=outcome.call_id)
-                           for e in outcome.events)
                 for e in outcome.events:
                     emit(T.DOMAIN_EVENT_PREVIEWED, {"topic": e["topic"], "data": e.get("data") or {}})
                 content = outcome.content
@@ -549,6 +568,22 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
         result.pre_game_done = True
 
 
+def tool_required_nudge(*, tool_choice: Any, offers_done: bool, after_tools: list[str], require: str | None, zh: bool) -> str:
+    """The framework instruction sent after a reply without the tool call the completion rule needs
+    (a host ignored ``tool_choice`` or the model answered in prose). Returns one short user message."""
+    named = tool_choice.get("name") if isinstance(tool_choice, dict) else None
+    targets = [named] if isinstance(named, str) else list(after_tools)
+    if zh:
+        head = "[框架] 上一条回复没有工具调用，本 runtime 只能通过工具调用结束。不要写文字。"
+        want = f"现在调用 {' 或 '.join(targets)}。" if targets else "现在调用完成任务所需的工具。"
+        done = "没有需要记录的内容时，只调用 runtime-done。" if offers_done else ""
+    else:
+        head = "[FRAMEWORK] Your last reply had no tool call; this runtime can only finish through a tool call. Do not write text."
+        want = f" Call {' or '.join(targets)} now." if targets else " Call the tool the task needs now."
+        done = " If there is nothing to record, call runtime-done alone." if offers_done else ""
+    return head + want + done
+
+
 def _calls_run(env, runtime, turn, calls: list[ToolCall], refused: dict[str, str], tool_context, runtime_tools) -> list:
     """One model reply's calls, outcomes in the model's order. Refused calls do not run. With
     PostToolUse hooks the calls run one at a time and a hook may stop the rest (``cancelled``);
@@ -567,6 +602,23 @@ def _calls_run(env, runtime, turn, calls: list[ToolCall], refused: dict[str, str
             stop = post_tool_use(env, runtime, turn, call.name, call.arguments, outcome)
     by_id = {o.call_id: o for o in ran}
     return [by_id[c.call_id] if c.call_id in by_id else env.executor.refused_outcome(c, refused[c.call_id]) for c in calls]
+
+
+def _stage_outcome(own: StagedProposals, runtime: RuntimeManifest, outcome: Any) -> None:
+    """Stage a successful call's writes the moment it ends, so later calls of the same reply (and
+    of later steps) read them through the runtime's one staged view (spec 000 §读到的是哪一份数据).
+    The commit still applies them in one transaction; a failed runtime drops them all."""
+    own.extend(outcome.proposals)
+    own.extend(P.Proposal(P.EVENT_EMIT, {"topic": e["topic"], "data": e.get("data") or {}},
+                          plugin_id=runtime.plugin_id, runtime_id=runtime.id, call_id=outcome.call_id)
+               for e in outcome.events)
+
+
+def _history_text(raw: Any) -> str:
+    """Arguments as the JSON text a chat history carries (a dict is serialized; text kept)."""
+    if isinstance(raw, str):
+        return raw if raw.strip() else "{}"
+    return json.dumps(raw if raw is not None else {}, ensure_ascii=False)
 
 
 def _arguments_json(raw: Any) -> Any:

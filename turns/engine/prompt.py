@@ -103,6 +103,40 @@ def character_line(c: CharacterRecord, zh: bool) -> str:
     return f"- [{c.type}] " + " — ".join(bits)
 
 
+#: Characters of fields the <character-fields> block carries before lines say fieldsOmitted
+#: (spec 000 §sync-characters: 12000 字符的预算).
+CHARACTER_FIELDS_BUDGET_CHARS = 12000
+#: Characters of one roster description in <existing-characters>.
+ROSTER_DESCRIPTION_CHARS = 240
+
+
+def character_roster_blocks(characters: list[CharacterRecord]) -> str:
+    """The two blocks a character-writing runtime reads (spec 000 §sync-characters, 使用者):
+    ``<existing-characters>`` — one line per character: ``id | name | aliases: … | type | description``;
+    ``<character-fields>`` — one line per id with its current fields as JSON, within
+    CHARACTER_FIELDS_BUDGET_CHARS; lines past the budget say ``fieldsOmitted`` (read them with
+    get-character). Returns the text of both blocks."""
+    roster = []
+    for c in characters:
+        bits = [c.id, c.name]
+        if c.aliases:
+            bits.append("aliases: " + ", ".join(c.aliases))
+        bits.append(c.type)
+        if c.description:
+            bits.append(c.description.strip().replace("\n", " ")[:ROSTER_DESCRIPTION_CHARS])
+        roster.append(" | ".join(bits))
+    fields_lines, used = [], 0
+    for c in characters:
+        body = json.dumps(c.fields or {}, ensure_ascii=False, sort_keys=True)
+        if used + len(body) > CHARACTER_FIELDS_BUDGET_CHARS:
+            fields_lines.append(f"{c.id}: fieldsOmitted")
+            continue
+        used += len(body)
+        fields_lines.append(f"{c.id}: {body}")
+    return ("<existing-characters>\n" + "\n".join(roster) + "\n</existing-characters>\n\n"
+            "<character-fields>\n" + "\n".join(fields_lines) + "\n</character-fields>")
+
+
 def lorebook_matches(snapshot: SessionSnapshot, entries: list[Any], scan_text: str) -> list[Any]:
     """Enabled entries with no keys (constant) or a key occurring in ``scan_text`` (case-insensitive)."""
     lowered = scan_text.lower()
@@ -202,6 +236,10 @@ def completion_text(*, is_story: bool, offers_done: bool, after_tools: list[str]
         return "以故事正文结束本回合：直接写出正文。" if zh else "Finish by writing the story prose itself."
     if after_tools:
         names = ", ".join(after_tools)
+        if offers_done:  # require: explicit — a quiet turn ends with runtime-done instead
+            return (f"调用 {names} 完成本任务；它成功后本 runtime 即结束。没有需要记录的内容时，只调用 runtime-done。" if zh
+                    else f"Complete this task by calling {names}; the runtime ends when it succeeds. "
+                         "When there is nothing to record, call runtime-done alone.")
         return (f"调用 {names} 完成本任务；它成功后本 runtime 即结束。" if zh
                 else f"Complete this task by calling {names}; the runtime ends when it succeeds.")
     if offers_done:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from covel.jsoncopy import dimension_copy, json_copy
 from plugins_app.toolkit.errors import CANCELLED, ToolError
@@ -151,6 +151,10 @@ class ToolContext:
     #: The runtime's resolved `io.inputs` by name (`{name: {"value": ...}}`), e.g. the bound
     #: narrative source or the settled world clock; plugin tools read them as `ctx.inputs`.
     inputs: dict[str, Any] = field(default_factory=dict)
+    #: Called by the executor with each successful ToolCallOutcome as soon as that call (or its
+    #: parallel pool) ends, before the next call starts: the agent stages the call's writes there
+    #: so the rest of the reply reads them. None: the caller collects outcomes itself.
+    on_success: Callable[[Any], None] | None = None
 
 
 class CallContext:

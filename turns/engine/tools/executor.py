@@ -454,6 +454,8 @@ class ToolExecutor:
         if outcome.status == STATUS_SUCCESS:
             for event in outcome.events:
                 context.emitted_event_topics.add(event["topic"])
+            if context.on_success is not None:
+                context.on_success(outcome)
 
     # ------------------------------------------------------------------ outcome builders
 

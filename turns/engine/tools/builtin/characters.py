@@ -233,6 +233,63 @@ SYNC_PARAMETERS: dict[str, Any] = {
 }
 
 
+#: Characters of an attribute description in the model-facing schema.
+ATTRIBUTE_DESCRIPTION_CHARS = 160
+
+
+def attribute_json_schema(attr: dict[str, Any]) -> dict[str, Any]:
+    """The JSON Schema of one world-schema attribute (spec 004 §角色数据 characterSchema):
+    number → number with minimum/maximum, string, boolean, enum → its options, array of
+    itemType, object of subSchema, map of valueType. The description names the attribute."""
+    kind = attr.get("type")
+    out: dict[str, Any]
+    if kind == "number":
+        out = {"type": "number"}
+        if isinstance(attr.get("min"), (int, float)):
+            out["minimum"] = attr["min"]
+        if isinstance(attr.get("max"), (int, float)):
+            out["maximum"] = attr["max"]
+    elif kind == "enum":
+        out = {"enum": [o for o in attr.get("options") or [] if isinstance(o, (str, int, float))]}
+    elif kind in ("string", "boolean"):
+        out = {"type": kind}
+    elif kind == "array":
+        out = {"type": "array"}
+        if attr.get("itemType") in ("string", "number", "boolean"):
+            out["items"] = {"type": attr["itemType"]}
+    elif kind == "object":
+        subs = [s for s in attr.get("subSchema") or [] if isinstance(s, dict) and isinstance(s.get("id"), str)]
+        out = {"type": "object", "properties": {s["id"]: attribute_json_schema(s) for s in subs}}
+    elif kind == "map":
+        out = {"type": "object"}
+        if attr.get("valueType") in ("string", "number", "boolean"):
+            out["additionalProperties"] = {"type": attr["valueType"]}
+    else:
+        out = {}
+    label = " — ".join(str(x) for x in (attr.get("name"), attr.get("description")) if x)
+    if label:
+        out["description"] = label[:ATTRIBUTE_DESCRIPTION_CHARS]
+    return out
+
+
+def sync_parameters_for(character_schema: dict[str, Any] | None) -> dict[str, Any]:
+    """sync-characters' parameters for one session: ``creates[].type`` is the enum of ``player`` plus
+    the world schema's types (DEFAULT_TYPES without a schema) and both ``fields`` objects list the
+    schema's attributes with their constraints (unknown keys stay allowed: the tool warns)."""
+    schema = character_schema or {}
+    parameters = copy.deepcopy(SYNC_PARAMETERS)
+    types = [PLAYER_TYPE] + [t for t in (schema.get("types") or DEFAULT_TYPES) if isinstance(t, str) and t != PLAYER_TYPE]
+    create = parameters["properties"]["creates"]["items"]["properties"]
+    create["type"] = {"enum": types, "description": "npc for most people; player only for the player's own hero."}
+    attributes = [a for a in schema.get("attributes") or [] if isinstance(a, dict) and isinstance(a.get("id"), str)]
+    if attributes:
+        properties = {a["id"]: attribute_json_schema(a) for a in attributes}
+        for item in ("creates", "updates"):
+            fields = parameters["properties"][item]["items"]["properties"]["fields"]
+            fields["properties"] = copy.deepcopy(properties)
+    return parameters
+
+
 def _alias_owner(working: dict[str, CharacterRecord], alias: str, exclude: str | None) -> CharacterRecord | None:
     key = normalize_name(alias)
     for c in working.values():
