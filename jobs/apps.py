@@ -23,3 +23,9 @@ class JobsConfig(AppConfig):
         runtime_jobs_queued_count_install(runtime_jobs_queued_count)
         # Community plugins whose install source is in trust.sources skip the code approvals.
         trusted_sources_install(lambda: server_setting_value(TRUST_SOURCES))
+
+        from jobs.model_db import model_capability_cached
+        from turns.engine.ports import model_capability_install
+
+        # The agent loop reads a slot model's capabilities (tools, context window) from the model DB.
+        model_capability_install(model_capability_cached)

@@ -216,6 +216,26 @@ def model_db_lookup(model: str, *, provider: str | None = None, protocol: str | 
     return {**out, "source": "protocol-default", "capability": capability(model, default)}
 
 
+_capability_cache: dict[tuple[str, str, str, int], dict[str, Any]] = {}
+_capability_lock = threading.Lock()
+
+
+def model_capability_cached(model: str, *, provider: str, protocol: str) -> dict[str, Any]:
+    """``model_db_lookup`` memoised per (model, provider, protocol) and database generation: a
+    lookup scans the whole list for unknown ids (milliseconds), and every agent runtime of a turn
+    asks. The agent loop's capability port (turns.engine.ports.model_capability)."""
+    key = (model, provider, protocol, id(model_db()))
+    with _capability_lock:
+        hit = _capability_cache.get(key)
+    if hit is None:
+        hit = model_db_lookup(model, provider=provider, protocol=protocol)
+        with _capability_lock:
+            if len(_capability_cache) > 1024:
+                _capability_cache.clear()
+            _capability_cache[key] = hit
+    return hit
+
+
 # --- refresh --------------------------------------------------------------------------------------
 
 

@@ -12,7 +12,8 @@ Wire behaviour (``Quirks``):
   and answers in prose (llama.cpp and ollama do not honour a named or ``required`` choice).
 - ``no_tools``: a server that cannot do tools — it drops ``tools`` and answers in prose.
 - ``faults``: a queue of ``{"status": 429|500, "message"?}`` or ``{"stall_seconds": s}`` answers
-  given before the next normal reply.
+  given before the next normal reply; ``"when_tool": name`` keeps one for the next request that
+  offers that tool (one runtime's call).
 - ``GET /v1/models`` lists ``models``.
 
 The brain (``GameBrain``) recognises a runtime by the tools it is offered and answers as a
@@ -50,10 +51,11 @@ class Quirks:
 
 @dataclass
 class Reply:
-    """One assistant answer: prose and/or tool calls (``[(name, arguments dict)]``)."""
+    """One assistant answer: prose and/or tool calls (``[(name, arguments)]``; arguments a dict, or
+    the raw text a model wrote, which may be broken JSON)."""
 
     text: str = ""
-    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    calls: list[tuple[str, dict[str, Any] | str]] = field(default_factory=list)
 
 
 @dataclass
@@ -109,7 +111,10 @@ class ModelPeer:
                     body = {}
                 with owner._lock:
                     owner.requests.append(Seen(self.path, dict(self.headers), body))
-                    fault = owner.faults.pop(0) if owner.faults else None
+                    offered = [t.get("function", {}).get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
+                    fault = next((f for f in owner.faults if f.get("when_tool") in (None, *offered)), None)
+                    if fault is not None:
+                        owner.faults.remove(fault)
                 if fault and "status" in fault:
                     payload = json.dumps({"error": {"message": fault.get("message", "overloaded"), "type": "server_error"}}).encode()
                     self.send_response(fault["status"])
@@ -193,7 +198,7 @@ class ModelPeer:
             if not self.quirks.indexless:
                 head["index"] = position
             frames.append(frame({"tool_calls": [head]}))
-            text = json.dumps(arguments, ensure_ascii=False)
+            text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
             for start in range(0, len(text), n):
                 frames.append(frame({"tool_calls": [{"function": {"arguments": text[start:start + n]}}]}))
         frames.append(frame({}, "tool_calls" if reply.calls else "stop"))

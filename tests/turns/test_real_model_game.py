@@ -71,13 +71,14 @@ class ClientApi:
         return result
 
 
-def llm_toml(tmp_path, peer: ModelPeer, *, provider: str = "my-lab") -> str:
+def llm_toml(tmp_path, peer: ModelPeer, *, provider: str = "my-lab", models: dict[str, str] | None = None) -> str:
     """An llm.toml in the original project's format: a free provider id, the wire picked by
-    ``protocol``, every slot on the peer."""
+    ``protocol``, every slot on the peer. ``models``: slot → model id (default ``peer-large``)."""
     lines = []
     for slot in ("story", "plugin", "default"):
+        model = (models or {}).get(slot, "peer-large")
         lines += [f"[covel.{slot}]", f'provider = "{provider}"', 'protocol = "openai-chat-v1"',
-                  f'model = "peer-large"', f'baseUrl = "{peer.base_url}"', ""]
+                  f'model = "{model}"', f'baseUrl = "{peer.base_url}"', ""]
     path = tmp_path / "llm.toml"
     path.write_text("\n".join(lines), encoding="utf-8")
     return str(path)

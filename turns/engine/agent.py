@@ -172,7 +172,8 @@ def prompt_source(env: ExecutionEnv, runtime: RuntimeManifest) -> str:
 
 def system_prompt_build(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo, *, view: EngineStateView,
                         inputs: dict[str, Any], offers_done: bool, after_tools: list[str], require: str | None,
-                        dimension_rules: dict[str, str] | None = None, offered: list[str] = ()) -> str:
+                        dimension_rules: dict[str, str] | None = None, offered: list[str] = (),
+                        budget_scale: float = 1.0) -> str:
     """The system prompt (see turns.engine.prompt module docstring). ``dimension_rules``
     (dimension id → updateRule) fills ``{{ world.dimensionRules }}`` when the template has it."""
     snapshot = env.snapshot
@@ -182,15 +183,16 @@ def system_prompt_build(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnI
     scan = "\n".join(m.text for m in snapshot.messages[-LOREBOOK_SCAN_MESSAGES:]) + "\n" + (turn.player_message or "")
     matches = lorebook_matches(snapshot, view.lorebook_entries(), scan)
     values = template_values(snapshot=snapshot, characters=characters, lore_matches=matches, inputs=inputs,
-                             user_settings=env.user_settings.get(runtime.plugin_id, {}), character_schema=view.character_schema())
+                             user_settings=env.user_settings.get(runtime.plugin_id, {}), character_schema=view.character_schema(),
+                             budget_scale=budget_scale)
     source = prompt_source(env, runtime)
     if DIMENSION_RULES_PLACEHOLDER in source:
         values["world"]["dimensionRules"] = dimension_rules_text(view.world_dimensions(), dimension_rules or {}, zh=zh)
     text, used = template_fill(source, values)
     sections = [text.strip()] if text.strip() else []
-    pruned = 0
+    pruned = int("world.lore" in used and len(snapshot.world.lore) > int(LORE_BUDGET_CHARS * budget_scale))
     if "world.lore" not in used and "world.name" not in used and (snapshot.world.name or snapshot.world.lore):
-        lore, cut = budget_cut(snapshot.world.lore, LORE_BUDGET_CHARS)
+        lore, cut = budget_cut(snapshot.world.lore, int(LORE_BUDGET_CHARS * budget_scale))
         pruned += int(cut)
         head = "[世界]" if zh else "[WORLD]"
         sections.append(f"{head}\n{snapshot.world.name}\n{snapshot.world.summary}\n\n{lore}".strip())
@@ -199,17 +201,17 @@ def system_prompt_build(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnI
         # character prompts name (spec 000 §sync-characters 使用者).
         sections.append(character_roster_blocks(characters))
     elif not any(u.startswith(("characters", "player")) for u in used) and characters:
-        body, cut = budget_cut("\n".join(character_line(c, zh) for c in characters), CHARACTERS_BUDGET_CHARS)
+        body, cut = budget_cut("\n".join(character_line(c, zh) for c in characters), int(CHARACTERS_BUDGET_CHARS * budget_scale))
         pruned += int(cut)
         sections.append(("[角色]" if zh else "[CHARACTERS]") + "\n" + body)
     if "lorebook.matches" not in used and matches:
-        body, cut = budget_cut("\n\n".join(e.content for e in matches), LOREBOOK_BUDGET_CHARS)
+        body, cut = budget_cut("\n\n".join(e.content for e in matches), int(LOREBOOK_BUDGET_CHARS * budget_scale))
         pruned += int(cut)
         sections.append(("[资料]" if zh else "[LOREBOOK]") + "\n" + body)
     if is_story:
         blocks = snapshot.plugin_data.get(("memory", "blocks"), {})
         if blocks:
-            body, cut = budget_cut("\n".join(_as_line(v) for v in blocks.values()), MEMORY_BUDGET_CHARS)
+            body, cut = budget_cut("\n".join(_as_line(v) for v in blocks.values()), int(MEMORY_BUDGET_CHARS * budget_scale))
             pruned += int(cut)
             sections.append(("[记忆]" if zh else "[MEMORY]") + "\n" + body)
         for record in env.plugins:
@@ -349,25 +351,36 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
         authorized.add(RUNTIME_DONE)
     for warning in warnings:
         emit(T.TOOL_FAILED, {"warning": warning})
+    slot, model_id = slot_for_runtime(config=env.router.config, runtime_id=runtime.id, is_story=is_story,
+                                      request_model=env.request_model, overrides=env.snapshot.runtime_model_overrides,
+                                      manifest_model=agent.model)
+    result.model_slot = slot.name
+    capability = _known_capability(slot, model_id)
+    if capability is not None and capability.get("tools") is False and listed:
+        if not is_story:
+            raise RuntimeFailure("tools_unsupported", f'the model "{model_id or slot.model}" of slot "{slot.name}" cannot call '
+                                 "tools (model database), and this runtime works through tools: bind a tool-capable model")
+        listed = []  # a story runtime writes prose without its optional tools
+    budget_scale = _budget_scale(capability)
     definitions = [_tool_definition(env, n, runtime.plugin_id, runtime_tools, view) for n in listed]
     # Rules are private to the dimension provider: read (one query) only for a runtime whose
     # prompt places {{ world.dimensionRules }} (world-init/dimension-tracker).
     rules = dimension_rules_load(env.snapshot.session_id) if DIMENSION_RULES_PLACEHOLDER in prompt_source(env, runtime) else None
     system = system_prompt_build(env, runtime, turn, view=view, inputs=inputs, offers_done=offers_done,
-                                 after_tools=after_tools, require=require, dimension_rules=rules, offered=listed)
+                                 after_tools=after_tools, require=require, dimension_rules=rules, offered=listed,
+                                 budget_scale=budget_scale)
     scripted_dimensions = [
         {"id": d.id, "name": d.name, "value": d.value, "version": d.version, "schema": d.schema,
          **({"updateRule": rules[d.id]} if rules and rules.get(d.id) else {})}
         for d in view.world_dimensions()
     ]
-    history, history_pruned = history_messages(env.snapshot, max_turns=agent.history_max_turns) if is_story else ([], False)
+    history, history_pruned = (history_messages(env.snapshot, max_turns=agent.history_max_turns, budget_scale=budget_scale)
+                               if is_story else ([], False))
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}, *history,
                                       {"role": "user", "content": user_message_build(env, turn, is_story=is_story, upstream_texts=upstream_texts)}]
-    slot, model_id = slot_for_runtime(config=env.router.config, runtime_id=runtime.id, is_story=is_story,
-                                      request_model=env.request_model, overrides=env.snapshot.runtime_model_overrides,
-                                      manifest_model=agent.model)
-    result.model_slot = slot.name
     max_steps = int(agent.loop.get("maxSteps") or DEFAULT_MAX_STEPS)
+    max_retries = max(0, int(agent.loop.get("maxRetries") or 0))
+    call_timeout_ms = int(agent.loop.get("callTimeoutMs") or 0) or None
     timeout_ms = int(agent.loop.get("timeoutMs") or DEFAULT_TIMEOUT_MS)
     tool_choice: Any = (agent.llm or {}).get("toolChoice", "auto")
     tool_context = ToolContext(
@@ -423,15 +436,20 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
         t0 = time.monotonic()
         response: ModelResponse | None = None
         streamed: list[str] = []
-        for item in env.router.stream(slot, model_id, request):
-            if env.cancel.is_cancelled:
-                raise RuntimeFailure("aborted", "the execution was stopped")
-            if isinstance(item, TextDelta):
-                streamed.append(item.text)
-                if is_story:
-                    emit(T.NARRATIVE_DELTA, {"text": item.text, "step": step})
-            elif isinstance(item, ModelResponse):
-                response = item
+        for attempt in range(max_retries + 1):
+            try:
+                response = _model_call(env, slot, model_id, request, streamed, call_timeout_ms=call_timeout_ms,
+                                       on_delta=(lambda t: emit(T.NARRATIVE_DELTA, {"text": t, "step": step})) if is_story else None)
+                break
+            except ModelError as exc:
+                # loop.maxRetries: a call that failed before streaming anything is sent again on a
+                # rate limit (429), a server error (5xx) or no answer — never after an idle timeout.
+                if attempt >= max_retries or streamed or not _retryable(exc) or env.cancel.is_cancelled:
+                    raise
+                emit(T.LLM_RESPONDED, {"step": step, "slot": slot.name, "provider": slot.provider, "model": model_id,
+                                       "durationMs": int((time.monotonic() - t0) * 1000), "error": {"code": exc.code, "message": exc.message},
+                                       "retry": attempt + 1})
+                _backoff(env, min(RETRY_BACKOFF_SECONDS * (2 ** attempt), RETRY_BACKOFF_MAX_SECONDS))
         if response is None:
             raise ModelError("bad_response", "the model stream ended without a response")
         text = response.text or "".join(streamed)
@@ -582,6 +600,84 @@ def tool_required_nudge(*, tool_choice: Any, offers_done: bool, after_tools: lis
         want = f" Call {' or '.join(targets)} now." if targets else " Call the tool the task needs now."
         done = " If there is nothing to record, call runtime-done alone." if offers_done else ""
     return head + want + done
+
+
+#: First wait before a retried model call (seconds); doubles per attempt up to the maximum.
+RETRY_BACKOFF_SECONDS = 0.5
+RETRY_BACKOFF_MAX_SECONDS = 4.0
+
+
+def _backoff(env: ExecutionEnv, seconds: float) -> None:
+    """Wait before a retry; a stop of the execution ends the wait early."""
+    wait = getattr(env.cancel, "wait", None)
+    if callable(wait):
+        wait(seconds)
+    else:
+        time.sleep(seconds)
+
+
+def _retryable(exc: ModelError) -> bool:
+    """A failure worth one more identical call: HTTP 429 / 5xx, or no answer at all."""
+    if exc.code == "unreachable":
+        return True
+    return exc.code == "provider_error" and exc.status is not None and (exc.status == 429 or exc.status >= 500)
+
+
+def _model_call(env: ExecutionEnv, slot: Any, model: str, request: ModelRequest, streamed: list[str], *,
+                call_timeout_ms: int | None, on_delta) -> ModelResponse:
+    """One model call through the router: text deltas are appended to ``streamed`` (and passed to
+    ``on_delta``), the final ModelResponse is returned. ``call_timeout_ms`` (loop.callTimeoutMs)
+    bounds the whole call, checked between stream items (the provider's idle timeout bounds a
+    silent stream). Raises ModelError, or RuntimeFailure("aborted") when the execution stops."""
+    started = time.monotonic()
+    response: ModelResponse | None = None
+    for item in env.router.stream(slot, model, request):
+        if env.cancel.is_cancelled:
+            raise RuntimeFailure("aborted", "the execution was stopped")
+        if call_timeout_ms is not None and (time.monotonic() - started) * 1000 > call_timeout_ms:
+            raise ModelError("call_timeout", f"the model call took longer than loop.callTimeoutMs ({call_timeout_ms} ms)")
+        if isinstance(item, TextDelta):
+            streamed.append(item.text)
+            if on_delta is not None:
+                on_delta(item.text)
+        elif isinstance(item, ModelResponse):
+            response = item
+    if response is None:
+        raise ModelError("bad_response", "the model stream ended without a response")
+    return response
+
+
+#: Prompt characters the default budgets add up to (lore, characters, lorebook, memory, history).
+DEFAULT_PROMPT_BUDGET_CHARS = 56_000
+#: Characters per token assumed when a context window (tokens) becomes a character budget.
+CHARS_PER_TOKEN = 3
+#: Smallest share of the default budgets kept however small the window is.
+MIN_BUDGET_SCALE = 0.1
+
+
+def _known_capability(slot: Any, model_id: str | None) -> dict[str, Any] | None:
+    """The model database's capability for the slot's model, or None when nothing specific is known
+    (the offline scripted model, a database miss answered with the protocol's defaults, no lookup)."""
+    from turns.engine.ports import model_capability
+    from turns.engine.providers.config import PROVIDER_SCRIPTED
+
+    if slot.provider == PROVIDER_SCRIPTED:
+        return None
+    found = model_capability(model_id or slot.model, provider=slot.provider, protocol=slot.protocol)
+    if not found or found.get("source") == "protocol-default":
+        return None
+    return found.get("capability") or None
+
+
+def _budget_scale(capability: dict[str, Any] | None) -> float:
+    """Share (0.1–1.0) of the default prompt budgets that fits the model's context window, keeping
+    room for its output (maxOutputTokens, at most a quarter of the window). 1.0 when unknown."""
+    window = capability.get("contextWindow") if capability else None
+    if not isinstance(window, int) or window <= 0:
+        return 1.0
+    output = capability.get("maxOutputTokens") if isinstance(capability.get("maxOutputTokens"), int) else 2048
+    available = (window - min(output, window // 4)) * CHARS_PER_TOKEN
+    return max(MIN_BUDGET_SCALE, min(1.0, available / DEFAULT_PROMPT_BUDGET_CHARS))
 
 
 def _calls_run(env, runtime, turn, calls: list[ToolCall], refused: dict[str, str], tool_context, runtime_tools) -> list:

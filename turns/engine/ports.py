@@ -52,3 +52,23 @@ def runtime_jobs_queued_count(session_id: str) -> int:
     if _runtime_jobs_queued_count is None:
         raise PortMissing("no runtime job store is installed: add the jobs app to INSTALLED_APPS")
     return _runtime_jobs_queued_count(session_id)
+
+
+ModelCapability = Callable[..., "dict[str, Any] | None"]  # (model, *, provider, protocol) -> model-db lookup or None
+
+_model_capability: ModelCapability | None = None
+
+
+def model_capability_install(lookup: ModelCapability) -> None:
+    """Install the process-wide model-capability lookup (the jobs app's model database, at start-up)."""
+    global _model_capability
+    _model_capability = lookup
+
+
+def model_capability(model: str, *, provider: str, protocol: str) -> dict[str, Any] | None:
+    """What the model database knows of ``model`` (spec 004 §模型数据库): ``{source, capability:
+    {contextWindow, maxOutputTokens, tools, ...}}``, or None when no lookup is installed. The
+    engine treats ``source: protocol-default`` as "unknown" and sends what the runtime declares."""
+    if _model_capability is None:
+        return None
+    return _model_capability(model, provider=provider, protocol=protocol)

@@ -158,24 +158,29 @@ def template_values(
     inputs: dict[str, Any],
     user_settings: dict[str, Any],
     character_schema: dict[str, Any] | None,
+    budget_scale: float = 1.0,
 ) -> dict[str, Any]:
-    """The values prompt templates may reference (see turns/engine/README.md, "Prompt templates")."""
+    """The values prompt templates may reference (see turns/engine/README.md, "Prompt templates").
+    The world lore, the character lines and the lorebook matches are cut to the same budgets as
+    the sections the engine adds itself, times ``budget_scale`` (the model's context window)."""
     zh = snapshot.locale.lower().startswith("zh")
     players = [c for c in characters if c.type == "player"]
     npcs = [c for c in characters if c.type != "player"]
     dims = {d.id: d.value for d in snapshot.dimensions}
+    characters_budget = int(CHARACTERS_BUDGET_CHARS * budget_scale)
     return {
         "world": {
             "name": snapshot.world.name,
             "description": snapshot.world.summary,
-            "lore": snapshot.world.lore,
+            "lore": budget_cut(snapshot.world.lore, int(LORE_BUDGET_CHARS * budget_scale))[0],
             "openingScenario": snapshot.world.opening_scenario,
             "dimensions": dims if dims else "",
             "schema": character_schema or "",
         },
         "player": {"character": "\n".join(character_line(c, zh) for c in players)},
-        "characters": {"npcs": "\n".join(character_line(c, zh) for c in npcs), "all": "\n".join(character_line(c, zh) for c in characters)},
-        "lorebook": {"matches": "\n\n".join(e.content for e in lore_matches)},
+        "characters": {"npcs": budget_cut("\n".join(character_line(c, zh) for c in npcs), characters_budget)[0],
+                       "all": budget_cut("\n".join(character_line(c, zh) for c in characters), characters_budget)[0]},
+        "lorebook": {"matches": budget_cut("\n\n".join(e.content for e in lore_matches), int(LOREBOOK_BUDGET_CHARS * budget_scale))[0]},
         "userSettings": user_settings,
         "session": {"locale": snapshot.locale, "turn": snapshot.completed_player_turns},
         "runtime": {"inputs": inputs},
@@ -248,7 +253,7 @@ def completion_text(*, is_story: bool, offers_done: bool, after_tools: list[str]
     return "完成后用一句话说明结果。" if zh else "When finished, reply with one short sentence."
 
 
-def history_messages(snapshot: SessionSnapshot, *, max_turns: int | None) -> tuple[list[dict[str, Any]], bool]:
+def history_messages(snapshot: SessionSnapshot, *, max_turns: int | None, budget_scale: float = 1.0) -> tuple[list[dict[str, Any]], bool]:
     """Story history (player messages and story prose) as chat messages, newest turns within budget.
 
     Returns (messages oldest first, was_pruned).
@@ -268,7 +273,7 @@ def history_messages(snapshot: SessionSnapshot, *, max_turns: int | None) -> tup
         text = content.get("text") if isinstance(content, dict) else str(content)
         if not text:
             continue
-        if total + len(text) > HISTORY_BUDGET_CHARS:
+        if total + len(text) > HISTORY_BUDGET_CHARS * budget_scale:
             pruned = True
             break
         total += len(text)
