@@ -65,6 +65,9 @@ class Seen:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    #: time.perf_counter() when the request was read, and when its answer's last byte was written.
+    received_at: float = 0.0
+    finished_at: float = 0.0
 
     @property
     def tool_names(self) -> list[str]:
@@ -109,8 +112,9 @@ class ModelPeer:
                     body = json.loads(self.rfile.read(length) or b"{}")
                 except ValueError:
                     body = {}
+                seen = Seen(self.path, dict(self.headers), body, received_at=time.perf_counter())
                 with owner._lock:
-                    owner.requests.append(Seen(self.path, dict(self.headers), body))
+                    owner.requests.append(seen)
                     offered = [t.get("function", {}).get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
                     fault = next((f for f in owner.faults if f.get("when_tool") in (None, *offered)), None)
                     if fault is not None:
@@ -143,6 +147,8 @@ class ModelPeer:
                     self.wfile.write(f"data: {json.dumps(frame, ensure_ascii=False)}\n\n".encode())
                     self.wfile.flush()
                 self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+                seen.finished_at = time.perf_counter()
                 self.close_connection = True
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
