@@ -9,7 +9,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/covel
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 PYTEST_ARGS ?=
 
-.PHONY: install run test lint-imports test-sqlite test-hosted worker migrate cluster-start cluster-stop e2e
+.PHONY: install run test lint-imports test-sqlite test-hosted worker beat flower migrate cluster-start cluster-stop e2e
 
 $(VENV)/.installed: requirements.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (found %s)" % sys.version.split()[0])'
@@ -32,6 +32,16 @@ run: migrate
 # node name (covel-<pid>@<host>), so several can run on one machine.
 worker: install
 	COVEL_DB_CONN_MAX_AGE=$${COVEL_DB_CONN_MAX_AGE:-60} $(VENV)/bin/celery -A covel worker -n covel-$$$$@%h -Q turns,jobs,media,worldgen --concurrency 4 --loglevel INFO
+
+# Exactly one Celery beat per deployment (reapers, re-senders, retention), hosted shape only.
+beat: install
+	$(VENV)/bin/celery -A covel beat --schedule $${COVEL_HOME:-$$HOME/.covel}/celerybeat-schedule --loglevel INFO
+
+# Flower, the optional task dashboard (workers, queues, tasks; a failed turn or job is a failed task):
+# http://127.0.0.1:$(FLOWER_PORT). Binds loopback; set FLOWER_BASIC_AUTH=user:password before exposing it.
+FLOWER_PORT ?= 5555
+flower: install
+	$(VENV)/bin/celery -A covel flower --port=$(FLOWER_PORT) --address=127.0.0.1
 
 test: install
 	$(MAKE) --no-print-directory lint-imports

@@ -15,6 +15,7 @@ from ninja.errors import ValidationError as NinjaValidationError
 
 from covel.errors import ApiEarlyResponse, ApiError, error_response
 from covel.jsonbody import json_body_load
+from covel.openapi import openapi_document
 
 logger = logging.getLogger("covel.api")
 SERVICE_UNAVAILABLE_RETRY_AFTER_SECONDS = 5
@@ -28,7 +29,20 @@ class _JsonParser(Parser):
         return cached if cached is not None else json_body_load(request.body)
 
 
-api = NinjaAPI(
+class CovelNinjaAPI(NinjaAPI):
+    """NinjaAPI whose document carries each route's ``@contract`` (covel/openapi.py) and whose
+    operation ids are the endpoint function names (``create_session``), as STYLE.md promises."""
+
+    def get_openapi_schema(self, *, path_prefix=None, path_params=None):
+        if path_prefix is None:
+            path_prefix = self.get_root_path(path_params or {})
+        return openapi_document(self, path_prefix=path_prefix)
+
+    def get_openapi_operation_id(self, operation) -> str:
+        return operation.view_func.__name__
+
+
+api = CovelNinjaAPI(
     parser=_JsonParser(),
     title="Covel API",
     version="0.1.0",
@@ -111,8 +125,10 @@ def _unexpected(request, exc: Exception):
 
 def _mount_routers() -> None:
     from covel.health import router as health_router
+    from covel.model_relay_api import router as model_relay_router
 
     api.add_router("/", health_router)
+    api.add_router("/", model_relay_router)
     # Each app contributes one router (STYLE.md). Imported here so the app registry is ready.
     from sessions.api import router as sessions_router
     from turns.api import router as turns_router
@@ -131,11 +147,17 @@ def _mount_routers() -> None:
     from turns.api_snapshots import router as snapshots_router
     from sessions.api_approvals import router as approvals_router
     from turns.api_plugin_rpc import router as plugin_rpc_router
+    from turns.api_suspensions import router as suspensions_router
+    from turns.api_plugins import router as plugin_platform_router
+    from sessions.api_ui import router as ui_router
+    from sessions.api_orchestration import router as orchestration_router
+    from turns.api_memory import router as memory_index_router
 
     for router in (
         worlds_router, sessions_router, session_turns_router, turns_router, records_router, events_router, setup_router,
         plugins_router, install_router, plugin_data_router, jobs_router, model_db_router, media_router, config_router,
-        snapshots_router, approvals_router, plugin_rpc_router,
+        snapshots_router, approvals_router, plugin_rpc_router, suspensions_router, plugin_platform_router, ui_router, orchestration_router,
+        memory_index_router,
     ):
         api.add_router("/", router)
 

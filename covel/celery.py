@@ -2,10 +2,22 @@
 
 Embedded: the same tasks run on the in-process worker (``covel.inprocess``) — every task class
 derives from ``InProcessAwareTask``, so ``delay``/``delay_on_commit`` stay the one way to schedule.
+
+Worker-side hooks (signals, connected here so every worker process has them): workers and beat
+log through Django's ``LOGGING`` (one log format per shape); task ends are counted and timed for
+Prometheus (covel/metrics.py, imported lazily: its multiprocess mode depends on settings); a pool
+child that exits drops its live gauges; a warm shutdown is marked for the pool children
+(covel.workers: the turn and job services put unstarted work back in the queue); a worker with COVEL_WORKER_METRICS_PORT serves its own
+``/metrics``; and a hosted worker warns at start about missing secrets (covel.startup).
 """
 import os
+import time
 
 from celery import Celery
+from celery.signals import (
+    celeryd_after_setup, setup_logging, task_postrun, task_prerun, worker_process_shutdown, worker_ready,
+    worker_shutting_down,
+)
 
 from covel.settings import default_settings_module
 
@@ -14,3 +26,67 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", default_settings_module())
 app = Celery("covel", task_cls="covel.inprocess:InProcessAwareTask")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+_task_started: dict[str, float] = {}
+_CELERY_STATES = {"SUCCESS": "succeeded", "FAILURE": "failed", "RETRY": "retried"}
+
+
+@setup_logging.connect
+def _logging_from_django(**_kwargs) -> None:
+    # Connected, so Celery does not install its own (plain) handlers on the root logger.
+    from logging.config import dictConfig
+
+    from django.conf import settings
+
+    dictConfig(settings.LOGGING)
+
+
+@task_prerun.connect
+def _task_started_at(task_id=None, **_kwargs) -> None:
+    if task_id:
+        _task_started[task_id] = time.monotonic()
+
+
+@task_postrun.connect
+def _task_ended(task_id=None, task=None, state=None, **_kwargs) -> None:
+    from covel import metrics
+
+    started = _task_started.pop(task_id, None) if task_id else None
+    metrics.celery_task_observe(task=getattr(task, "name", "") or "", state=_CELERY_STATES.get(state or "", (state or "unknown").lower()),
+                                seconds=time.monotonic() - started if started is not None else None)
+
+
+@worker_process_shutdown.connect
+def _pool_child_exited(pid=None, **_kwargs) -> None:
+    from covel import metrics
+
+    metrics.process_exited(int(pid or os.getpid()))
+
+
+@worker_ready.connect
+def _worker_ready(**_kwargs) -> None:
+    from django.conf import settings
+
+    from covel import metrics
+    from covel.startup import secrets_warn
+
+    secrets_warn()
+    metrics.logger.info("worker metrics: %s", f"multiprocess files in {os.environ['PROMETHEUS_MULTIPROC_DIR']}"
+                        if metrics.is_multiprocess() else "this process only (PROMETHEUS_MULTIPROC_DIR unset)")
+    if settings.COVEL_WORKER_METRICS_PORT:
+        metrics.metrics_serve(settings.COVEL_WORKER_METRICS_PORT, settings.COVEL_WORKER_METRICS_HOST or "127.0.0.1")
+
+
+@worker_shutting_down.connect
+def _worker_shutting_down(sender=None, **_kwargs) -> None:
+    # Sent in the worker's main process; prefork children read the mark through covel.workers.
+    from covel.workers import worker_shutdown_mark
+
+    worker_shutdown_mark(str(sender or ""))
+
+
+@celeryd_after_setup.connect
+def _worker_started(sender=None, **_kwargs) -> None:
+    from covel.workers import worker_shutdown_clear
+
+    worker_shutdown_clear(str(sender or ""))

@@ -11,6 +11,7 @@ from typing import Any
 from covel.errors import ApiError
 
 CODE_INVALID_PROVIDER_KEYS = "invalid_provider_keys"
+CODE_INVALID_PLUGIN_USER_SETTINGS = "invalid_plugin_user_settings"
 
 
 def _has_lone_surrogate(value: Any) -> bool:
@@ -68,3 +69,17 @@ def provider_keys_from_request(request) -> dict[str, str]:
     if not all(v.isascii() and v.isprintable() for v in keys.values()):
         raise ApiError(400, CODE_INVALID_PROVIDER_KEYS, "X-Provider-Keys values must be printable ASCII")
     return keys
+
+
+def plugin_user_settings_from_request(request) -> dict[str, dict[str, Any]]:
+    """The ``X-Plugin-User-Settings`` header (spec 004 §请求头): base64(JSON) ``{pluginId: {settingKey:
+    value}}`` — the values the player changed; the engine merges them over the world's
+    ``pluginSettings`` and the manifest defaults for this request's turn (the player's win).
+    Absent or blank: ``{}``. Raises 400 invalid_plugin_user_settings when it is not that shape."""
+    raw = request.headers.get("X-Plugin-User-Settings", "")
+    if not raw.strip():
+        return {}
+    value = b64_json_header(raw, code=CODE_INVALID_PLUGIN_USER_SETTINGS, what="X-Plugin-User-Settings")
+    if not all(isinstance(k, str) and k and isinstance(v, dict) for k, v in value.items()):
+        raise ApiError(400, CODE_INVALID_PLUGIN_USER_SETTINGS, "X-Plugin-User-Settings maps plugin ids to objects of settings")
+    return value

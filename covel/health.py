@@ -2,13 +2,35 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
 from django.http import JsonResponse
 from ninja import Router
 
+from covel.model_relay import relay_served
+from covel.openapi import Wire, contract
+from covel.times import wire_timestamp
+from covel.workers import QUEUES, queue_consumers
+
 router = Router(tags=["health"])
+
+
+class HealthOut(Wire):
+    """GET /api/health: 200 ok, or 503 degraded with ``error`` / ``code: service_degraded`` beside the fields."""
+
+    status: str
+    version: str
+    boot_id: str
+    timestamp: str
+    operator_token_required: bool
+    deployment: dict[str, Any]
+    storage: dict[str, Any]
+    vector: dict[str, Any]
+    checks: dict[str, dict[str, Any]]
+    error: str | None = None
+    code: str | None = None
 
 
 def _database_ok() -> tuple[bool, str | None]:
@@ -72,13 +94,37 @@ def _applied_migrations() -> list[dict]:
     ]
 
 
+def _workers_check() -> dict[str, Any] | None:
+    """Hosted shape only (Celery workers, not the in-process pool): which workers consume each
+    queue (covel.workers: ``celery inspect active_queues``, cached briefly). ``ok`` is False when a
+    queue has none: its work would wait forever."""
+    if settings.COVEL_INPROCESS_WORKER:
+        return None
+    consumers = queue_consumers()
+    missing = [queue for queue in QUEUES if not consumers.has_consumer(queue)]
+    check: dict[str, Any] = {"ok": not missing, "queues": {q: consumers.queues.get(q, []) for q in QUEUES},
+                             "checkedAt": _wire_timestamp_of(consumers.checked_at)}
+    if missing:
+        check["missing"] = missing
+    if consumers.error:
+        check["error"] = consumers.error
+    return check
+
+
+def _wire_timestamp_of(seconds: float) -> str:
+    return wire_timestamp(dt.datetime.fromtimestamp(seconds, tz=dt.timezone.utc))
+
+
 @router.get("/health", operation_id="health")
+@contract(ok={200: HealthOut, 503: HealthOut})
 def health(request):
     """Status ok (200) or degraded (503) with the failing dependency under ``checks``."""
     db_ok, db_error = _database_ok()
     redis_ok, redis_error = _redis_ok()
     pending = _pending_migrations() if db_ok else []
-    healthy = db_ok and redis_ok is not False and not pending
+    # Asking the workers goes through Redis: with Redis down the redis check already says why.
+    workers = _workers_check() if redis_ok is not False else None
+    healthy = db_ok and redis_ok is not False and not pending and (workers is None or workers["ok"])
     vector = {"capable": False, "driver": "none", "modelCount": 0, "tableCount": 0}
     body = {
         "status": "ok" if healthy else "degraded",
@@ -88,7 +134,8 @@ def health(request):
         "operatorTokenRequired": settings.DEPLOYMENT_TIER != "self",
         "deployment": {
             "form": "personal" if settings.DEPLOYMENT_TIER == "self" else "hosted",
-            "modelRelay": settings.DEPLOYMENT_TIER != "self",
+            # True exactly when the /api/model-relay routes answer (spec 004 §本地模型中继).
+            "modelRelay": relay_served(),
         },
         "storage": {
             "data": {"backend": settings.STORE_BACKEND, "durable": settings.STORE_BACKEND != "memory", "frontendMode": "remote"},
@@ -106,6 +153,7 @@ def health(request):
             "database": {"ok": db_ok, **({"error": db_error} if db_error else {})},
             "migrations": {"ok": not pending, **({"pending": pending} if pending else {})},
             **({"redis": {"ok": redis_ok, **({"error": redis_error} if redis_error else {})}} if redis_ok is not None else {}),
+            **({"workers": workers} if workers is not None else {}),
         },
     }
     if not healthy:
@@ -113,7 +161,9 @@ def health(request):
         # Non-2xx bodies carry the envelope's ``error`` next to the health fields.
         if broken:
             body["error"] = f"Service degraded: {', '.join(broken)} unreachable"
-        else:
+        elif pending:
             body["error"] = "Service degraded: database schema is behind; run `manage.py migrate`"
+        else:
+            body["error"] = f"Service degraded: no worker consumes queue(s) {', '.join(workers['missing'])}"
         body["code"] = "service_degraded"
     return JsonResponse(body, status=200 if healthy else 503)

@@ -41,7 +41,11 @@ def _run(task: "InProcessAwareTask", args: tuple, kwargs: dict, task_id: str | N
     try:
         result = task.apply(args=args, kwargs=kwargs, task_id=task_id)
         if result.failed():
-            logger.error("in-process task %s failed: %r\n%s", task.name, result.result, result.traceback)
+            if isinstance(result.result, tuple(getattr(task, "throws", ()) or ())):
+                # An expected failure (the turn or job failed and its outcome is recorded).
+                logger.info("in-process task %s failed: %s", task.name, result.result)
+            else:
+                logger.error("in-process task %s failed: %r\n%s", task.name, result.result, result.traceback)
         return result.result
     finally:
         # Worker threads are long-lived: give the connection back instead of leaking one per thread.

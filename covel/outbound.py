@@ -24,11 +24,12 @@ Every request goes through ``send`` and obeys two rules.
    hosts (``2130706433``, ``0x7f.1``, ``127.1``, ``0177.0.0.1``): ``target_not_allowed``.
    Loopback and private/LAN addresses are the player's own machine and network in the personal
    shape (``DEPLOYMENT_TIER=self``; spec 004 §本地模型中继: the personal server reaches them
-   itself). In the shared tiers (demo/commercial) the server never fetches them itself — the spec
-   hands them to the player's model-relay channel, which this server does not implement yet — so
-   they are refused with ``model_relay_unavailable``, unless the operator lists them in
-   ``settings.COVEL_OUTBOUND_ALLOW`` (CIDRs, addresses or host names of the operator's own model
-   servers). Redirects are never followed automatically; ``send(max_redirects=n)`` follows at most
+   itself). In the shared tiers (demo/commercial) the server never fetches them itself: a request
+   that names the player's model-relay channel (``send(relay=...)``, covel.model_relay) has them
+   fetched by the player's browser instead; without one they are refused with
+   ``model_relay_unavailable``, unless the operator lists them in ``settings.COVEL_OUTBOUND_ALLOW``
+   (CIDRs, addresses or host names of the operator's own model servers, fetched directly).
+   Redirects are never followed automatically; ``send(max_redirects=n)`` follows at most
    n (spec: ingestUrl, maxRedirects 5), re-checking every ``Location`` as a new request-supplied
    target.
 
@@ -75,7 +76,8 @@ MESSAGE_UNREACHABLE = "could not reach the model endpoint"
 MESSAGE_NOT_ALLOWED = ("the model endpoint's address is not allowed (unspecified, link-local, multicast, reserved, "
                        "IPv4-mapped IPv6 or a numeric host not written as a dotted quad)")
 MESSAGE_RELAY = ("this server does not connect to loopback or private network addresses itself; a model on your "
-                 "computer or LAN needs the local model relay, which is not available here")
+                 "computer or LAN needs the local model relay (keep GET /api/model-relay/stream open and send its "
+                 "channel in X-Model-Relay), which this request did not name")
 
 #: Spec 004 ingestUrl: maxRedirects defaults to 5.
 MAX_REDIRECTS = 5
@@ -106,6 +108,21 @@ class TargetRefused(OutboundError):
 
 class TargetUnreachable(OutboundError):
     """No response head came back (unknown host, refused, reset, timeout, not HTTP)."""
+
+
+#: RelayError codes (covel.model_relay): no browser holds the channel, or its connection went away
+#: before the answer was complete; the browser failed the request or answered malformed; it sent
+#: nothing for COVEL_MODEL_RELAY_TIMEOUT_SECONDS; its answer passed 64 MiB.
+CODE_RELAY_UNAVAILABLE = CODE_MODEL_RELAY_UNAVAILABLE
+CODE_RELAY_FAILED = "model_relay_failed"
+CODE_RELAY_TIMEOUT = "model_relay_timeout"
+CODE_RELAY_TOO_LARGE = "model_relay_too_large"
+
+
+class RelayError(OutboundError):
+    """A request sent through the player's model relay (covel.model_relay) did not get its answer.
+    ``code``: one of the ``CODE_RELAY_*`` above; ``message`` starts with ``Local model relay:`` and
+    is meant to be shown as it is (it holds no key and nothing the server fetched)."""
 
 
 # --- origins and keys ---------------------------------------------------------------------------
@@ -410,10 +427,19 @@ def _failure(exc: Exception, *, is_request_supplied: bool) -> OutboundError:
 
 def _open(method: str, url: str, *, is_request_supplied: bool, key: ProviderKey | None, json: Any,
           headers: Mapping[str, str] | None, timeout: httpx.Timeout | float,
-          transport: httpx.BaseTransport | None) -> tuple[httpx.Client, httpx.Response]:
+          transport: httpx.BaseTransport | None,
+          relay: httpx.BaseTransport | None = None) -> tuple[httpx.Client, httpx.Response]:
     if is_request_supplied:
-        target = target_resolve(url)
-        transport = transport or _PinnedTransport(_PinnedBackend({(target.host, target.port): target}))
+        try:
+            target = target_resolve(url)
+        except TargetRefused as exc:
+            # Loopback/LAN in a shared tier: the player's browser fetches it, when the request named
+            # its relay channel (spec 004 §本地模型中继); refused otherwise.
+            if exc.code != CODE_MODEL_RELAY_UNAVAILABLE or relay is None:
+                raise
+            transport = relay
+        else:
+            transport = transport or _PinnedTransport(_PinnedBackend({(target.host, target.port): target}))
     client = httpx.Client(timeout=timeout, transport=transport, follow_redirects=False, trust_env=not is_request_supplied)
     try:
         sent = {k: v for k, v in (headers or {}).items() if k.lower() != "authorization"}
@@ -433,7 +459,8 @@ def _open(method: str, url: str, *, is_request_supplied: bool, key: ProviderKey 
 @contextmanager
 def send(method: str, url: str, *, is_request_supplied: bool, key: ProviderKey | None = None, json: Any = None,
          headers: Mapping[str, str] | None = None, timeout: httpx.Timeout | float = 15.0, max_redirects: int = 0,
-         transport: httpx.BaseTransport | None = None) -> Iterator[httpx.Response]:
+         transport: httpx.BaseTransport | None = None,
+         relay: httpx.BaseTransport | None = None) -> Iterator[httpx.Response]:
     """Send one request under both rules and yield the response, its body not read yet (stream it
     or ``read_limited`` it inside the ``with``; the connection closes when the block ends).
 
@@ -445,14 +472,18 @@ def send(method: str, url: str, *, is_request_supplied: bool, key: ProviderKey |
     when it leaves the origin, the key dropped from then on. One more → TargetRefused
     ``too_many_redirects``.
     transport: test seam replacing the network (the guard still runs before it).
-    Raises OutboundError (see the module docstring). Errors while reading the body are httpx's.
+    relay: the player's model-relay transport (``covel.model_relay.RelayTransport``), used only for
+    a request-supplied target the guard refuses as ``model_relay_unavailable`` (loopback/LAN in a
+    shared tier): the browser fetches it; the key rule is the same (only the request's own key).
+    Raises OutboundError (see the module docstring; ``RelayError`` for a relayed request, also
+    while its body is read). Other errors while reading the body are httpx's.
     """
     first_origin = origin_of(url)
     hops = 0
     while True:
         client, response = _open(method, url, is_request_supplied=is_request_supplied,
                                  key=key if origin_of(url) == first_origin else None, json=json, headers=headers,
-                                 timeout=timeout, transport=transport)
+                                 timeout=timeout, transport=transport, relay=relay)
         location = response.headers.get("location")
         if not (max_redirects and response.status_code in REDIRECT_STATUSES and location):
             break

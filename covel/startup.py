@@ -8,6 +8,29 @@ from django.conf import settings
 logger = logging.getLogger("covel.startup")
 
 
+#: The SECRET_KEY every process uses when DJANGO_SECRET_KEY is unset (covel.settings.base).
+_DEV_SECRET_PREFIX = "covel-embedded-not-secret-"
+
+
+def secrets_warn() -> list[str]:
+    """Hosted shape: log a warning for each secret left at its development default (web at start,
+    each Celery worker when ready); returns the warnings. DJANGO_SECRET_KEY signs admin sessions and
+    derives the key that encrypts provider keys in Redis; COVEL_MEDIA_TOKEN_SECRET signs media
+    download links (demo/commercial refuse to start without it, covel.settings.base)."""
+    if settings.STORE_BACKEND != "pg":
+        return []
+    warnings = []
+    if settings.SECRET_KEY.startswith(_DEV_SECRET_PREFIX):
+        warnings.append("DJANGO_SECRET_KEY is not set: this server uses the public development key; "
+                        "set the same random value on every web and worker process")
+    if not settings.COVEL_MEDIA_TOKEN_SECRET:
+        warnings.append("COVEL_MEDIA_TOKEN_SECRET is not set: media download links are signed with "
+                        "DJANGO_SECRET_KEY; set its own random value on every web and worker process")
+    for line in warnings:
+        logger.warning(line)
+    return warnings
+
+
 def on_asgi_startup() -> None:
     """Log the shape we run in; start the in-process timers (beat schedule) when configured.
 
@@ -25,6 +48,7 @@ def on_asgi_startup() -> None:
 
         # The event fan-out subscription must be live before we serve (covel/eventbus.py).
         eventbus.start()
+    secrets_warn()
     from covel import inprocess
 
     # No beat in the embedded shape: its schedule (reapers, the execution re-sender) runs here.

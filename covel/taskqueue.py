@@ -16,6 +16,7 @@ from celery import current_app
 TASK_RUN_EXECUTION = "turns.run_execution"
 TASK_RUN_RUNTIME_JOB = "jobs.run_runtime_job"
 TASK_GENERATE_WORLD = "worldgen.generate_world"
+TASK_MEMORY_INDEX_REBUILD = "jobs.memory_index_rebuild"
 
 
 def task_send(name: str, *args: Any) -> None:

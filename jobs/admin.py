@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.contrib import admin, messages
-from django.db.models import Count, Min
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
@@ -15,6 +14,7 @@ from django.utils.html import format_html
 from covel.errors import ApiError
 
 from . import models
+from . import selectors
 from . import services
 
 
@@ -96,24 +96,30 @@ class RuntimeJobAdmin(admin.ModelAdmin):
                 *super().get_urls()]
 
     def overview_view(self, request):
-        """Counts by status, the oldest queued job's age, and the workers holding leases now."""
-        now = timezone.now()
-        by_status = dict(models.RuntimeJob.objects.values_list("status").annotate(n=Count("id")).values_list("status", "n"))
-        oldest = models.RuntimeJob.objects.filter(status="queued").aggregate(at=Min("created_at"))["at"]
-        workers = sorted({owner.split("@", 1)[-1] if "@" in owner else owner for owner in models.RuntimeJob.objects.filter(
-            lease_expires_at__gt=now).exclude(lease_owner="").values_list("lease_owner", flat=True)})
-        from turns.models import Execution
+        """Per queue: counts by status and the oldest queued item's age (jobs.selectors.background_overview);
+        the workers consuming each queue (covel.workers, cached briefly) and holding job leases now."""
+        from covel.workers import queue_consumers
 
-        executions = dict(Execution.objects.values_list("status").annotate(n=Count("id")).values_list("status", "n"))
-        oldest_execution = Execution.objects.filter(status="queued").aggregate(at=Min("created_at"))["at"]
+        overview = selectors.background_overview()
+        queues = overview["queues"]
+
+        def age(queue):
+            seconds = queues[queue]["oldestQueuedSeconds"]
+            return int(seconds) if seconds is not None else None
+
+        consumers = queue_consumers()
         context = {
             **self.admin_site.each_context(request),
             "title": "Background work overview",
-            "job_counts": sorted(by_status.items()),
-            "oldest_queued_seconds": int((now - oldest).total_seconds()) if oldest else None,
-            "execution_counts": sorted(executions.items()),
-            "oldest_queued_execution_seconds": int((now - oldest_execution).total_seconds()) if oldest_execution else None,
-            "workers": workers,
+            "job_counts": sorted(queues["jobs"]["counts"].items()),
+            "oldest_queued_seconds": age("jobs"),
+            "execution_counts": sorted(queues["turns"]["counts"].items()),
+            "oldest_queued_execution_seconds": age("turns"),
+            "generation_counts": sorted(queues["worldgen"]["counts"].items()),
+            "oldest_queued_generation_seconds": age("worldgen"),
+            "consumers": sorted(consumers.queues.items()),
+            "consumers_error": consumers.error,
+            "workers": overview["leaseHolders"],
             "opts": self.model._meta,
         }
         return TemplateResponse(request, "admin/jobs/overview.html", context)

@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from jobs.config_services import llm_config_active, slots_effective
-from covel import outbound
+from covel import model_relay, outbound
 from covel.errors import ApiError
 from covel.headers import b64_json_header, provider_keys_from_request
 from turns.engine.providers import config as llm
 from turns.engine.providers.base import ModelError, ModelRequest, ModelResponse
 from turns.engine.providers.config import provider_base_url_valid
+from turns.engine.providers.routing import SlotRouting, SlotRoutingError, slot_routing_parse
 
 CODE_INVALID_LLM_CONFIGURATION = "invalid_llm_configuration"
 PING_TARGET_FIELDS = ("presetId", "modelRef", "slot")
@@ -42,50 +42,17 @@ PROTOCOLS = [{"id": llm.PROTOCOL_OPENAI_CHAT, "label": "OpenAI Chat", "output": 
 MODELS_FIELDS = ("provider", "baseUrl", "protocol")
 
 
-def _preset_from(raw: Any, preset_id: str) -> llm.SlotConfig:
-    """A customPresets entry ``{provider, model, baseUrl?, protocol?}`` as a slot named after it,
-    marked request-supplied (covel.outbound: guarded, never a server key — even without a
-    ``baseUrl``, since the preset and its model are the client's choice)."""
-    if not isinstance(raw, dict) or not isinstance(raw.get("provider"), str) or not isinstance(raw.get("model", ""), str):
-        raise ApiError(400, CODE_INVALID_LLM_CONFIGURATION, f"customPresets.{preset_id} needs provider and model strings")
-    provider = raw["provider"]
-    protocol = raw.get("protocol", llm.PROTOCOL_OPENAI_CHAT)
-    if not llm.PROVIDER_ID_RE.match(provider) or (provider != llm.PROVIDER_SCRIPTED and protocol not in llm.PROTOCOLS):
-        raise ApiError(400, CODE_INVALID_LLM_CONFIGURATION, f"customPresets.{preset_id}: malformed provider id or unknown protocol")
-    base_url = raw.get("baseUrl")
-    if base_url is not None and not provider_base_url_valid(base_url):
-        raise ApiError(400, CODE_INVALID_LLM_CONFIGURATION, f"customPresets.{preset_id}.baseUrl must be an http(s) URL")
-    return llm.SlotConfig(name=preset_id, provider=provider, model=raw.get("model", ""), base_url=base_url, protocol=protocol,
-                          is_request_supplied=True)
-
-
-@dataclass
-class SlotRouting:
-    """The parsed ``X-Slot-Config`` header: ``customPresets`` {id: preset} and ``slotBindings``
-    {slot: {"presetId"} | {"modelRef"}}."""
-
-    custom_presets: dict[str, llm.SlotConfig]
-    slot_bindings: dict[str, dict[str, str]]
-
-
 def slot_routing_from_request(request) -> SlotRouting:
-    """Parse ``X-Slot-Config`` (base64 JSON). Raises 400 invalid_llm_configuration."""
+    """Parse ``X-Slot-Config`` (base64 JSON; turns.engine.providers.routing). Raises 400
+    invalid_llm_configuration."""
     raw = request.headers.get("X-Slot-Config", "")
     if not raw.strip():
         return SlotRouting({}, {})
     data = b64_json_header(raw, code=CODE_INVALID_LLM_CONFIGURATION, what="X-Slot-Config")
-    presets_raw = data.get("customPresets") or {}
-    bindings_raw = data.get("slotBindings") or {}
-    if not isinstance(presets_raw, dict) or not isinstance(bindings_raw, dict):
-        raise ApiError(400, CODE_INVALID_LLM_CONFIGURATION, "customPresets and slotBindings must be objects")
-    presets = {pid: _preset_from(value, pid) for pid, value in presets_raw.items()}
-    bindings: dict[str, dict[str, str]] = {}
-    for slot, binding in bindings_raw.items():
-        if not (isinstance(binding, dict) and len(binding) == 1 and next(iter(binding)) in ("presetId", "modelRef")
-                and isinstance(next(iter(binding.values())), str)):
-            raise ApiError(400, CODE_INVALID_LLM_CONFIGURATION, f"slotBindings.{slot} must be {{presetId}} or {{modelRef}}")
-        bindings[slot] = dict(binding)
-    return SlotRouting(presets, bindings)
+    try:
+        return slot_routing_parse(data)
+    except SlotRoutingError as exc:
+        raise ApiError(400, CODE_INVALID_LLM_CONFIGURATION, str(exc)) from None
 
 
 def _ping_target(body: dict[str, Any]) -> tuple[str | None, str | None]:
@@ -108,7 +75,7 @@ def _error_kind(exc: ModelError) -> str:
         return "timeout"
     if exc.code in outbound.REFUSAL_CODES:
         return "config"
-    if exc.code == "unreachable":
+    if exc.code in ("unreachable", "model_relay_failed"):  # a relayed call the browser could not make
         return "unreachable"
     if exc.code == "no_key" or exc.status in (401, 403):
         return "auth"
@@ -169,11 +136,14 @@ def ping(request, body: dict[str, Any]) -> dict[str, Any]:
     Keys: a server preset or slot uses the request's key or, at a trusted origin, the server's;
     a ``modelRef`` (customPresets) uses only the request's. An endpoint covel.outbound refuses is
     ``ok: false`` with ``errorKind: "config"`` and ``code`` (``target_not_allowed`` |
-    ``model_relay_unavailable``), sent nothing.
+    ``model_relay_unavailable``), sent nothing. In the shared tiers a ``modelRef`` on loopback/LAN
+    is tested through the player's model relay when the request carries ``X-Model-Relay``
+    (covel.model_relay; 400 model_relay_channel_required for a malformed one).
     """
     kind, value = _ping_target(body)
     routing = slot_routing_from_request(request)
     keys = provider_keys_from_request(request)
+    relay_channel = model_relay.channel_for_model_requests(request)
     slot, resolved_via, missing = _resolve(kind, value, routing)
     started = time.monotonic()
     if slot is None:
@@ -181,7 +151,8 @@ def ping(request, body: dict[str, Any]) -> dict[str, Any]:
                 "testedTarget": {kind or "slot": value or llm.SLOT_STORY, "resolvedVia": resolved_via}}
     label = kind if kind in ("presetId", "modelRef") else "slot"
     tested = {label: value or slot.name, "provider": slot.provider, "model": slot.model, "resolvedVia": resolved_via}
-    router = llm.ModelRouter(llm.ModelConfig(slots={slot.name: slot}), provider_keys=keys)
+    router = llm.ModelRouter(llm.ModelConfig(slots={slot.name: slot}), provider_keys=keys,
+                             relay=model_relay.transport_for(relay_channel))
     api_key = router.key_for(slot)
     if slot.provider != llm.PROVIDER_SCRIPTED and not api_key and slot.base_url is None:
         return {"ok": False, "latencyMs": 0, "error": f"no API key for provider {slot.provider!r}", "errorKind": "auth",
@@ -261,7 +232,9 @@ def models_list(request, body: dict[str, Any]) -> dict[str, Any]:
     address passes the SSRF guard (refused: ``errorKind "config"`` with ``code``), redirects are
     followed at most 5 times with every Location checked again, and an answer that is not a model
     list (or a model API's JSON error) reads "could not reach the model endpoint" — nothing of it
-    is echoed. 15 s timeout, at most 2000 ids.
+    is echoed. 15 s timeout, at most 2000 ids. In the shared tiers a loopback/LAN ``baseUrl`` is
+    read through the player's model relay when the request carries ``X-Model-Relay``
+    (covel.model_relay; a relay failure reads like any unreachable target).
     """
     unknown = [k for k in body if k not in MODELS_FIELDS]
     if unknown:
@@ -278,6 +251,7 @@ def models_list(request, body: dict[str, Any]) -> dict[str, Any]:
     if protocol not in {p["id"] for p in PROTOCOLS}:
         raise ApiError(400, "invalid_request", f"Unknown protocol: {protocol}")
     keys = provider_keys_from_request(request)
+    relay = model_relay.transport_for(model_relay.channel_for_model_requests(request))
     config, _ = llm_config_active()
     is_request_supplied = bool(body.get("baseUrl"))
     if is_request_supplied:
@@ -295,7 +269,7 @@ def models_list(request, body: dict[str, Any]) -> dict[str, Any]:
     try:
         with outbound.send("GET", f"{base_url}/models", is_request_supplied=is_request_supplied, key=key,
                            headers={"Accept": "application/json"}, timeout=MODELS_TIMEOUT_SECONDS,
-                           max_redirects=outbound.MAX_REDIRECTS) as response:
+                           max_redirects=outbound.MAX_REDIRECTS, relay=relay) as response:
             status = response.status_code
             raw = outbound.read_limited(response, MODELS_MAX_BYTES)
     except outbound.TargetRefused as exc:

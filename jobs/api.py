@@ -11,6 +11,7 @@ from jobs import ai, worldgen
 from jobs import schemas as job_schemas, selectors as job_selectors, services as job_services
 from sessions.api_scope import request_json, session_scope
 from covel.auth import require_operator
+from covel.openapi import BUSY_ERRORS, OPERATOR, OPERATOR_ERRORS, OWNER, SESSION_ERRORS, contract, errors_merge
 
 router = Router(tags=["ai"])
 
@@ -20,6 +21,9 @@ _SSE_OPENAPI = {"responses": {200: {"description": "SSE stream of progress / don
 
 
 @router.post("/ai/ping")
+@contract(ok=job_schemas.PingOut, body=job_schemas.PingIn, body_required=False, errors={
+    400: "invalid_request / invalid_llm_configuration / invalid_provider_keys / model_relay_channel_required (no model "
+         "request sent)"})
 def ping_model(request):
     """200 {ok, latencyMs, ttfbMs?, text?, testedTarget, error?, errorKind?}; 400 invalid_request /
     invalid_llm_configuration / invalid_provider_keys before any model request."""
@@ -27,6 +31,8 @@ def ping_model(request):
 
 
 @router.post("/ai/models")
+@contract(ok=job_schemas.ProviderModelsOut, body=job_schemas.ProviderModelsIn, security=OPERATOR,
+          errors=errors_merge(OPERATOR_ERRORS, {400: "invalid_request / invalid_provider_keys"}))
 def list_provider_models(request):
     """200 {ok, models, baseUrl, protocol, error?, errorKind?}. Demo/commercial: operator token."""
     require_operator(request)
@@ -34,11 +40,16 @@ def list_provider_models(request):
 
 
 @router.get("/ai/protocols")
+@contract(ok=job_schemas.ProtocolsOut)
 def list_protocols(request):
     return ai.protocols_list()
 
 
 @router.post("/ai/generate-world", openapi_extra=_SSE_OPENAPI, response={200: None})
+@contract(body=job_schemas.GenerateWorldIn, security=OPERATOR, stream=(
+    "SSE stream of the generation: progress, done (the world or where it was saved) and error frames"),
+          errors=errors_merge(OPERATOR_ERRORS, {400: "an invalid body (before the stream)",
+                                                429: "operation_in_progress: a generation, revision or translation runs"}))
 def generate_world(request):
     """Stream a world generation (text/event-stream). 400 before the stream for an invalid body;
     demo/commercial: 401 operator_token_required. The work runs as the worldgen.generate_world task."""
@@ -61,6 +72,7 @@ RUNTIME_JOB_TAGS = ["runtime-jobs"]
 
 
 @router.get("/sessions/{session_id}/runtime-jobs", auth=session_scope, tags=RUNTIME_JOB_TAGS)
+@contract(ok=job_schemas.RuntimeJobsOut, security=OWNER, errors=SESSION_ERRORS)
 def list_runtime_jobs(request, session_id: str):
     """200 {items: [RuntimeJob]} ordered by enqueuedAt, jobId; never the internal payload."""
     job_services.jobs_reap_maybe()
@@ -68,6 +80,8 @@ def list_runtime_jobs(request, session_id: str):
 
 
 @router.post("/sessions/{session_id}/runtime-jobs/{job_id}/cancel", auth=session_scope, tags=RUNTIME_JOB_TAGS)
+@contract(ok=job_schemas.RuntimeJobOut, security=OWNER, errors=errors_merge(SESSION_ERRORS, BUSY_ERRORS, {
+    404: "runtime_job_not_found", 409: "runtime_job_not_cancellable"}))
 def cancel_runtime_job(request, session_id: str, job_id: str):
     """200 the cancelled job; 409 runtime_job_not_cancellable; 503 session_busy."""
     job = job_services.runtime_job_cancel(session_id=request.auth.pk, job_id=job_id)
@@ -76,6 +90,9 @@ def cancel_runtime_job(request, session_id: str, job_id: str):
 
 @router.post("/sessions/{session_id}/runtime-jobs/{job_id}/retry", auth=session_scope, tags=RUNTIME_JOB_TAGS,
              response={202: dict})
+@contract(ok=job_schemas.RuntimeJobOut, status=202, security=OWNER, errors=errors_merge(SESSION_ERRORS, BUSY_ERRORS, {
+    404: "runtime_job_not_found", 409: "runtime_job_not_retryable / session_not_active",
+    429: "background_queue_full"}))
 def retry_runtime_job(request, session_id: str, job_id: str):
     """202 the new queued job; 409 runtime_job_not_retryable / session_not_active; 429 background_queue_full."""
     job = job_services.runtime_job_retry(session=request.auth, job_id=job_id)

@@ -29,3 +29,21 @@ class JobsConfig(AppConfig):
 
         # The agent loop reads a slot model's capabilities (tools, context window) from the model DB.
         model_capability_install(model_capability_cached)
+
+        from jobs.services import session_jobs_drain
+        from sessions.ports import session_jobs_drain_install
+
+        # Session DELETE waits for the session's running runtime jobs before it removes the rows.
+        session_jobs_drain_install(session_jobs_drain)
+
+        from covel.credentials import credentials_offer_subscribe
+        from covel.metrics import scrape_collector_install
+        from covel.workers import queue_consumers_metrics
+        from jobs.services import jobs_credentials_offered
+        from jobs.selectors import background_metrics
+
+        # Queued jobs waiting for credentials take them from the session's next request with keys.
+        credentials_offer_subscribe(jobs_credentials_offered)
+        # GET /metrics reads queue depths, oldest-queued ages and status counts at every scrape.
+        scrape_collector_install(background_metrics)
+        scrape_collector_install(queue_consumers_metrics)

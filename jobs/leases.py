@@ -11,9 +11,8 @@ A lease only keeps two workers from running the same thing at once while both ar
 not what protects the data: every claim also increments ``RuntimeJob.fencing_token`` in the
 database and the commit of a job's result checks that token in its own UPDATE (jobs.services).
 
-Also here: the "this Celery worker is shutting down" mark. Celery's ``worker_shutting_down``
-signal fires in the worker's main process while prefork children run the jobs, so the mark lives
-in Redis (hosted) where a child can see it; in-process otherwise.
+Also here, for the job services: the "this Celery worker is shutting down" mark, which lives in
+``covel.workers`` (the turn services read it too).
 """
 from __future__ import annotations
 
@@ -26,10 +25,9 @@ from typing import Protocol
 
 from django.conf import settings
 
+from covel import workers
+
 KEY_PREFIX = "covel:lease:"
-SHUTDOWN_PREFIX = "covel:worker-shutdown:"
-#: How long a shutdown mark survives (a restarted worker with the same name clears it on start).
-SHUTDOWN_MARK_SECONDS = 3600
 
 _RENEW_LUA = """
 if redis.call('get', KEYS[1]) == ARGV[1] then
@@ -198,15 +196,15 @@ def lease_holder(name: str) -> str | None:
 
 
 def worker_shutdown_mark(hostname: str) -> None:
-    """Record that the Celery worker ``hostname`` began a warm shutdown."""
-    lease_backend().mark(SHUTDOWN_PREFIX + (hostname or ""), SHUTDOWN_MARK_SECONDS * 1000)
+    """Record that the Celery worker ``hostname`` began a warm shutdown (``covel.workers``)."""
+    workers.worker_shutdown_mark(hostname)
 
 
 def worker_shutdown_clear(hostname: str) -> None:
     """Forget a shutdown mark (a worker with this name started)."""
-    lease_backend().unmark(SHUTDOWN_PREFIX + (hostname or ""))
+    workers.worker_shutdown_clear(hostname)
 
 
 def worker_shutdown_requested(hostname: str) -> bool:
     """True when the worker ``hostname`` is in a warm shutdown."""
-    return lease_backend().is_marked(SHUTDOWN_PREFIX + (hostname or ""))
+    return workers.worker_shutdown_requested(hostname)

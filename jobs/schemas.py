@@ -6,8 +6,11 @@ lease owner or the fencing token; ``error`` is a fixed diagnostic text per ``rea
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import Field
+
+from covel.openapi import Wire, WireIn
 from covel.times import wire_timestamp
 
 SCHEMA_VERSION = 1
@@ -39,8 +42,12 @@ REASON_COMMIT_BARRIER = "commit-barrier-rejected"
 REASON_LEASE_EXPIRED = "lease-expired"
 REASON_CANCELLED = "cancelled-by-request"
 REASON_QUEUE_TIMEOUT = "queue-timeout"
+REASON_EXECUTION_TIMEOUT = "execution-timeout"
 REASON_SESSION_BUSY = "commit-lock-timeout"
 REASON_SESSION_DELETED = "session-deleted"
+REASON_FOLLOWER_NOT_EMITTED = "follower-not-emitted"
+#: payload ``phase`` of a manual job run for expectsBackgroundFollower (turns.plugin_rpc PHASE_PROMPT).
+PHASE_PROMPT = "prompt"
 
 PUBLIC_ERRORS = {
     REASON_RUNTIME_FAILURE: "The runtime reported a failure.",
@@ -50,8 +57,10 @@ PUBLIC_ERRORS = {
     REASON_LEASE_EXPIRED: "The worker running this job stopped; the job was not replayed.",
     REASON_CANCELLED: "The job was cancelled.",
     REASON_QUEUE_TIMEOUT: "The job waited in the queue longer than its limit.",
+    REASON_EXECUTION_TIMEOUT: "The job ran longer than its maxExecutionMs; nothing was committed.",
     REASON_SESSION_BUSY: "The session stayed busy; the job could not commit.",
     REASON_SESSION_DELETED: "The session was deleted.",
+    REASON_FOLLOWER_NOT_EMITTED: "The entry runtime finished without starting a background follower.",
 }
 
 
@@ -95,3 +104,198 @@ def runtime_job_out(job) -> dict[str, Any]:
         out["reason"] = error["reason"]
         out["error"] = PUBLIC_ERRORS.get(error["reason"], "The job did not finish.")
     return out
+
+
+# --- documented shapes (covel/openapi.py): the routes' answers, not checked at run time ---------
+
+
+class PingIn(WireIn):
+    """POST /api/ai/ping: at most one target; none tests the story slot (or any configured one)."""
+
+    preset_id: str | None = Field(None, min_length=1)
+    model_ref: str | None = Field(None, min_length=1, description="A customPresets entry of X-Slot-Config")
+    slot: str | None = Field(None, min_length=1)
+
+
+class PingOut(Wire):
+    """200 even when the probe failed (``ok: false`` with error and errorKind)."""
+
+    ok: bool
+    latency_ms: int
+    tested_target: dict[str, Any]
+    ttfb_ms: int | None = None
+    text: str | None = None
+    error: str | None = None
+    error_kind: str | None = None
+    code: str | None = None
+
+
+class ProviderModelsIn(WireIn):
+    provider: str = Field(min_length=1)
+    base_url: str | None = Field(None, description="An http(s) URL; request-supplied targets pass the SSRF guard")
+    protocol: str | None = None
+
+
+class ProviderModelsOut(Wire):
+    ok: bool
+    models: list[str]
+    base_url: str | None
+    protocol: str
+    error: str | None = None
+    error_kind: str | None = None
+    code: str | None = None
+
+
+class ProtocolsOut(Wire):
+    protocols: list[dict[str, Any]]
+
+
+class WorldBriefIn(WireIn):
+    pack: str | None = None
+    content: list[str] | None = None
+    contracts: list[str] | None = None
+    additional_instructions: str | None = Field(None, max_length=2000)
+
+
+class GenerateWorldIn(WireIn):
+    """POST /api/ai/generate-world."""
+
+    concept: str = Field(min_length=1, max_length=4000)
+    locale: str | None = None
+    model: str | None = None
+    save_target: Literal["server-file", "server-store", "return-only"] | None = None
+    idle_timeout_ms: int | None = Field(None, ge=1000, le=1_800_000)
+    brief: WorldBriefIn | None = None
+
+
+class RuntimeJobOut(Wire):
+    """The public runtime job object (runtime_job_out)."""
+
+    schema_version: int
+    job_id: str
+    plugin_id: str
+    runtime_id: str
+    status: Literal["queued", "claimed", "running", "committing", "succeeded", "failed", "timed_out", "cancelled",
+                    "stale", "orphaned"]
+    origin: dict[str, Any]
+    enqueued_at: str
+    updated_at: str
+    attempt: int
+    max_queue_ms: int | None = None
+    max_execution_ms: int | None = None
+    lease_expires_at: str | None = None
+    turn_id: str | None = None
+    execution_id: str | None = None
+    finished_at: str | None = None
+    result: dict[str, Any] | None = None
+    reason: str | None = None
+    error: str | None = None
+
+
+class RuntimeJobsOut(Wire):
+    items: list[RuntimeJobOut]
+
+
+class ModelDbOut(Wire):
+    source: Literal["bundled", "cache"]
+    upstream: str | None
+    count: int
+    providers: list[str]
+
+
+class ModelSearchOut(Wire):
+    items: list[dict[str, Any]]
+
+
+class ModelLookupOut(Wire):
+    model: str
+    source: str | None = None
+    matched_model_id: str | None = None
+    match_kind: str | None = None
+    candidates: list[str] | None = None
+    capability: dict[str, Any] | None = None
+
+
+class ModelDbRefreshOut(Wire):
+    ok: bool
+    count: int
+    persisted: bool
+
+
+class LlmConfigOut(Wire):
+    """Slots in effect; source / envKeyOverrides / error only for private callers."""
+
+    slots: dict[str, dict[str, Any]]
+    providers: dict[str, dict[str, Any]]
+    source: dict[str, Any] | None = None
+    env_key_overrides: list[str] | None = None
+    error: str | None = None
+
+
+class LlmConfigReloadOut(Wire):
+    ok: bool
+    slots: dict[str, dict[str, Any]]
+    error: str | None = None
+
+
+class PresetsOut(Wire):
+    items: list[dict[str, Any]]
+
+
+class ProviderKeysOut(Wire):
+    providers: dict[str, dict[str, bool]]
+
+
+class ConfigInfoOut(Wire):
+    """Path fields are null for public callers of demo/commercial."""
+
+    is_desktop: bool
+    requires_auth: bool
+    deployment_tier: str
+    store_backend: str
+    covel_home: str | None
+    data_root: str | None
+    llm_config_path: str | None
+    worlds_dir: str | None
+    plugins_dir: str | None
+    media_root: str | None
+
+
+class ServerSettingOut(Wire):
+    value: Any
+    source: Literal["env", "setting", "default"]
+    settable: bool
+
+
+class ServerSettingsOut(Wire):
+    settings: dict[str, ServerSettingOut]
+
+
+class ServerSettingsIn(WireIn):
+    entries: dict[str, Any] = Field(description="key → value, or null to go back to the default")
+
+
+class RawConfigFileOut(Wire):
+    name: str
+    path: str
+    exists: bool
+    applies: str
+
+
+class RawConfigFilesOut(Wire):
+    items: list[RawConfigFileOut]
+
+
+class RawConfigFileContentOut(RawConfigFileOut):
+    content: str
+    digest: str
+
+
+class RawConfigFileIn(WireIn):
+    content: str
+    base_digest: str = Field(description="`digest` of the version read (409 config_file_changed otherwise)")
+
+
+class RawConfigFileSavedOut(RawConfigFileContentOut):
+    backup: str | None
+    reload: LlmConfigReloadOut

@@ -25,6 +25,15 @@ Lifecycle (``jobs.schemas`` has the statuses)::
   job object) in the same transaction; the creating turn also gets ``runtime.deferred``.
 - When a job ends or is requeued, the oldest queued job of the same (session, runtime) is sent
   to the queue (a task never waits for another task).
+- Credentials (``jobs.credentials``, spec 004 §后台作业用谁的模型凭据 / §“能不能跑”是怎么判断的): a job
+  runs with the credentials its source request left for it, else the server's own when a server
+  slot carries a key or the host confirmed its services; otherwise it stays ``queued`` (checked
+  before the claim, so nothing about it changes) until a request with keys offers them
+  (``jobs_credentials_offered``), the re-sender sends it again, or ``maxQueueMs`` times it out.
+- ``maxExecutionMs`` (spec: 限制从 running 到 runtime 执行返回的时间): when it passes while the runtime
+  runs, the job becomes ``timed_out`` (reason ``execution-timeout``) at once, its cancel token is
+  set and nothing of it commits; an uncooperative handler keeps the runtime's lease until it
+  returns. Waiting for the session lock to commit does not count.
 """
 from __future__ import annotations
 
@@ -43,9 +52,11 @@ from django.db import close_old_connections, connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from covel import metrics
+from covel.credentials import RequestCredentials, credentials_current, credentials_scope
 from covel.errors import SessionBusy, SessionNotFound
 from covel.taskqueue import TASK_RUN_RUNTIME_JOB, task_send
-from jobs import leases, schemas as S, selectors
+from jobs import credentials, leases, schemas as S, selectors
 from jobs.errors import BackgroundQueueFull, RuntimeJobNotCancellable, RuntimeJobNotRetryable, SessionNotActive
 from jobs.models import RuntimeJob
 from turns.events import NewEvent, session_events_append
@@ -120,12 +131,17 @@ def runtime_jobs_enqueue(*, session, jobs: list[dict[str, Any]]) -> list[NewEven
     Returns the events to append with the turn's: per job ``runtime.deferred`` (topic runtime,
     ``{runtimeId, pluginId, jobId, sourceTurnId}``) and ``job-status.updated`` (status queued).
     ``jobs.run_runtime_job`` is sent for each job only after the transaction commits.
+    The credentials of the request the caller works for (``covel.credentials.credentials_scope``)
+    are held for each job's worker (``jobs.credentials``), never written to the row.
     """
     events: list[NewEvent] = []
+    source = credentials_current()  # the request the staging turn/run works for
     for spec in jobs:
         payload = {**spec["payload"], "incarnation": session.incarnation}
         job = RuntimeJob.objects.create(id=spec["jobId"], session_id=session.pk, plugin_id=spec["pluginId"],
                                         runtime_id=spec["runtimeId"], payload=payload)
+        # Before the commit that sends its task, so the claiming worker finds them.
+        credentials.job_credentials_hold(job, source)
         origin = payload.get("origin") or {}
         events.append(NewEvent(type=TYPE_RUNTIME_DEFERRED, topic=TOPIC_RUNTIME, turn_id=origin.get("sourceTurnId") or "",
                                payload={"runtimeId": job.runtime_id, "pluginId": job.plugin_id, "jobId": str(job.id),
@@ -161,7 +177,17 @@ def _transition(job_id: str, from_statuses: tuple[str, ...], to: str, *, token: 
             pass
     if to in S.FINISHED:
         _finished_trim(job)
+        _job_ended(job_id, to)
     return job
+
+
+def _job_ended(job_id: str, status: str) -> None:
+    """A job reached a terminal status: count it and forget its held credentials."""
+    metrics.job_outcome(status)
+    try:
+        credentials.job_credentials_drop(job_id)
+    except Exception:  # they expire on their own
+        logger.debug("runtime job %s: held credentials not dropped", job_id, exc_info=True)
 
 
 def _finished_trim(job: RuntimeJob) -> None:
@@ -194,6 +220,7 @@ class JobClaim:
     fencing_token: int
     lease: leases.Lease
     worker_id: str
+    credentials: RequestCredentials | None = None
 
 
 def job_claim(job_id: str, *, worker_id: str | None = None, lease_seconds: float | None = None) -> JobClaim | None:
@@ -248,6 +275,10 @@ def job_requeue(claim: JobClaim) -> bool:
     sends the job to the queue again for the next worker. False when the claim is stale."""
     job = _transition(claim.job_id, (S.CLAIMED, S.RUNNING), S.QUEUED, token=claim.fencing_token)
     claim.lease.release()
+    if job is not None:
+        metrics.job_outcome("requeued")
+        # The next worker uses the same source credentials, for another full wait.
+        credentials.job_credentials_hold(job, claim.credentials)
     return job is not None
 
 
@@ -261,6 +292,7 @@ class _LeaseKeeper:
         self.claim = claim
         self.cancel = CancelToken()
         self.lost = False
+        self.redis_only = False  # the job row is finished; keep only the runtime's lease
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"covel-lease-{claim.job_id[:8]}", daemon=True)
 
@@ -277,13 +309,14 @@ class _LeaseKeeper:
         try:
             while not self._stop.wait(interval):
                 try:
-                    renewed = job_lease_renew(self.claim)
+                    renewed = self.claim.lease.renew() if self.redis_only else job_lease_renew(self.claim)
                 except Exception:
                     logger.warning("runtime job %s: lease renewal failed", self.claim.job_id, exc_info=True)
                     renewed = False
                 if not renewed:
-                    self.lost = True
-                    self.cancel.cancel("lease-lost")
+                    if not self.redis_only:
+                        self.lost = True
+                        self.cancel.cancel("lease-lost")
                     return
         finally:
             connections.close_all()
@@ -306,27 +339,47 @@ def job_run(job_id: str, *, hostname: str = "", plugin_registry: Any = None) -> 
     Claims it (a redelivered or concurrent task finds it taken and returns None), then under the
     renewed lease: pre-execution check (→ stale ``pre-execution-rejected``), ``running``, the
     runtime through the engine, and — unless the worker ``hostname`` began a warm shutdown (→
-    back to ``queued``, sent again) or the job was cancelled/lost meanwhile — ``committing`` and
-    the commit under the session lock with the fencing check. Terminal states: succeeded;
+    back to ``queued``, sent again), ``maxExecutionMs`` passed (→ timed_out ``execution-timeout``)
+    or the job was cancelled/lost meanwhile — ``committing`` and the commit under the session
+    lock with the fencing check. A job without usable model credentials is not claimed at all
+    (it stays queued; returns None). Terminal states: succeeded;
     failed ``runtime-reported-failure`` (the runtime failed; the turn record still commits);
+    failed ``follower-not-emitted`` (a ``phase: prompt`` entry woke no background follower; its writes
+    commit); a succeeded job's ``result.deferredJobs`` lists the followers its commit queued;
     failed ``execution-failed`` (a proposal was rejected: nothing written); stale
     ``commit-barrier-rejected``; failed ``commit-lock-timeout``. Returns the status it left the
     job in, or None when it did not own the outcome. plugin_registry: tests/embedding hosts.
     """
     jobs_reap_maybe()
+    job = RuntimeJob.objects.filter(pk=job_id, status=S.QUEUED).first()
+    if job is None:
+        return None
+    model_services = credentials.job_model_services(job, plugin_registry=plugin_registry)
+    if model_services is None:
+        # Stays queued, unchanged (spec 004: 否则作业保持 queued).
+        logger.info("runtime job %s: no usable model credentials (none left by its request, none on the "
+                    "server); it stays queued", job_id)
+        metrics.job_outcome("waiting_for_credentials")
+        return None
     claim = job_claim(job_id)
     if claim is None:
         return None
+    claim.credentials = model_services.credentials
+    metrics.job_stage_observe("queue", (timezone.now() - job.created_at).total_seconds())
+    held = model_services.credentials or RequestCredentials()
     try:
-        with _LeaseKeeper(claim) as keeper:
-            return _claimed_run(claim, keeper, hostname=hostname, plugin_registry=plugin_registry)
+        # In scope: followers this job's commit stages hold on to the same credentials.
+        with _LeaseKeeper(claim) as keeper, credentials_scope(held.keys, held.routing):
+            return _claimed_run(claim, keeper, hostname=hostname, plugin_registry=plugin_registry,
+                                model_router=model_services.router)
     finally:
         claim.lease.release()
         # The next queued job of this runtime (a requeued job itself) goes to the next worker.
         _siblings_kick(claim.session_id, claim.runtime_id)
 
 
-def _claimed_run(claim: JobClaim, keeper: _LeaseKeeper, *, hostname: str, plugin_registry: Any) -> str | None:
+def _claimed_run(claim: JobClaim, keeper: _LeaseKeeper, *, hostname: str, plugin_registry: Any,
+                 model_router: Any = None) -> str | None:
     from sessions.models import Session
     from turns.engine.run import RuntimeJobRejected, runtime_job_execute
 
@@ -340,18 +393,78 @@ def _claimed_run(claim: JobClaim, keeper: _LeaseKeeper, *, hostname: str, plugin
         return S.STALE
     if not job_start(claim):
         return None
+    limit_ms = ((job.payload or {}).get("completion") or {}).get("maxExecutionMs")
+    watchdog = _ExecutionDeadline(claim, keeper, limit_ms) if isinstance(limit_ms, int) and limit_ms > 0 else None
+    started = time.monotonic()
     try:
-        run = runtime_job_execute(job, cancel=keeper.cancel, plugin_registry=plugin_registry, code_grants=grant_check)
+        run = runtime_job_execute(job, cancel=keeper.cancel, plugin_registry=plugin_registry, code_grants=grant_check,
+                                  model_router=model_router)
     except RuntimeJobRejected as exc:
+        if watchdog is not None:
+            watchdog.stop()
         _transition(claim.job_id, S.IN_FLIGHT, S.STALE, token=claim.fencing_token, reason=S.REASON_PRE_EXECUTION,
                     message=exc.message)
         return S.STALE
+    except BaseException:
+        if watchdog is not None:
+            watchdog.stop()  # the run broke: the lease reaper decides, not the deadline
+        raise
+    metrics.job_stage_observe("run", time.monotonic() - started)
+    if watchdog is not None and watchdog.stop(elapsed_seconds=time.monotonic() - started):
+        logger.warning("runtime job %s: ran longer than its maxExecutionMs (%s ms); timed out, nothing committed",
+                       claim.job_id, limit_ms)
+        return S.TIMED_OUT
     if keeper.lost:
         logger.warning("runtime job %s: lease lost while running; its result is discarded", claim.job_id)
         return None
     if hostname and leases.worker_shutdown_requested(hostname):
         return S.QUEUED if job_requeue(claim) else None
     return job_commit(claim, run)
+
+
+class _ExecutionDeadline:
+    """Enforces a job's ``maxExecutionMs`` from ``running`` until its runtime returns: at the
+    deadline (a timer thread) the job becomes timed_out (``execution-timeout``, fenced: a commit
+    that already moved it to committing wins), its cancel token is set so a cooperative runtime
+    stops, and the lease keeper keeps only the runtime's lease (the row is finished)."""
+
+    def __init__(self, claim: JobClaim, keeper: _LeaseKeeper, limit_ms: int) -> None:
+        self.claim = claim
+        self.keeper = keeper
+        self.limit_seconds = limit_ms / 1000
+        self.timed_out = False
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(self.limit_seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _expire(self) -> None:
+        try:
+            with self._lock:
+                if self.timed_out:
+                    return
+                done = _transition(self.claim.job_id, (S.RUNNING,), S.TIMED_OUT, token=self.claim.fencing_token,
+                                   reason=S.REASON_EXECUTION_TIMEOUT)
+                if done is None:
+                    return
+                self.timed_out = True
+            self.keeper.redis_only = True
+            self.keeper.cancel.cancel(S.REASON_EXECUTION_TIMEOUT)
+        finally:
+            connections.close_all()  # the timer's own thread
+
+    def stop(self, *, elapsed_seconds: float | None = None) -> bool:
+        """The runtime returned: stop the timer; a run that took longer than the limit (the timer
+        not having fired yet) times out now. True when the job ended timed_out."""
+        self._timer.cancel()
+        self._timer.join(timeout=10)
+        if not self.timed_out and elapsed_seconds is not None and elapsed_seconds > self.limit_seconds:
+            with self._lock:
+                if not self.timed_out and _transition(self.claim.job_id, (S.RUNNING,), S.TIMED_OUT,
+                                                      token=self.claim.fencing_token,
+                                                      reason=S.REASON_EXECUTION_TIMEOUT) is not None:
+                    self.timed_out = True
+        return self.timed_out
 
 
 def _code_denied(job: RuntimeJob, grant_check, plugin_registry: Any) -> bool:
@@ -370,8 +483,11 @@ def job_start(claim: JobClaim) -> bool:
 
 def _job_result(claim: JobClaim, run) -> dict[str, Any]:
     result = run.result
-    return {"turnId": run.turn.turn_id, "executionId": run.execution_id, "runtimeId": claim.runtime_id,
-            "durationMs": result.duration_ms, "runtimeResults": [result.summary()], "output": result.output}
+    out = {"turnId": run.turn.turn_id, "executionId": run.execution_id, "runtimeId": claim.runtime_id,
+           "durationMs": result.duration_ms, "runtimeResults": [result.summary()], "output": result.output}
+    if run.plan.followers_staged:
+        out["deferredJobs"] = list(run.plan.followers_staged)  # queued in this job's commit
+    return out
 
 
 def job_commit(claim: JobClaim, run) -> str | None:
@@ -387,21 +503,31 @@ def job_commit(claim: JobClaim, run) -> str | None:
         return None  # cancelled, orphaned or re-claimed while it ran: its result never commits
     failed = run.result.status == "failed"
     status = S.FAILED if failed else S.SUCCEEDED
+    decided = {"status": status}
 
     def fenced_finish(session) -> list[NewEvent]:
         job = RuntimeJob.objects.get(pk=claim.job_id)
         if not _session_current(session, job):
             raise CommitFailed(CODE_COMMIT_BARRIER, "the session or plugin changed")
-        fields: dict[str, Any] = {"status": status, "result": _job_result(claim, run), "lease_owner": "",
-                                  "lease_expires_at": None, "updated_at": timezone.now()}
+        error = None
         if failed:
-            fields["error"] = {"reason": S.REASON_RUNTIME_FAILURE, "message": str((run.result.error or {}).get("message", ""))[:2000]}
+            error = {"reason": S.REASON_RUNTIME_FAILURE, "message": str((run.result.error or {}).get("message", ""))[:2000]}
+        elif (job.payload or {}).get("phase") == S.PHASE_PROMPT and not run.plan.followers_staged:
+            # An expectsBackgroundFollower entry that woke no follower (spec 004: 没有触发任何后台 follower：
+            # 任务状态为 failed，reason: "follower-not-emitted"); its own writes still commit.
+            error = {"reason": S.REASON_FOLLOWER_NOT_EMITTED}
+        decided["status"] = S.FAILED if error else S.SUCCEEDED
+        fields: dict[str, Any] = {"status": decided["status"], "result": _job_result(claim, run), "lease_owner": "",
+                                  "lease_expires_at": None, "updated_at": timezone.now()}
+        if error:
+            fields["error"] = error
         updated = RuntimeJob.objects.filter(pk=claim.job_id, status=S.COMMITTING,
                                             fencing_token=claim.fencing_token).update(**fields)
         if not updated:
             raise CommitFailed(CODE_FENCED, "stale fencing token")
         return [_status_event(RuntimeJob.objects.get(pk=claim.job_id))]
 
+    committing = time.monotonic()
     for _ in range(COMMIT_LOCK_ATTEMPTS):
         try:
             with session_lock(claim.session_id):
@@ -425,7 +551,9 @@ def job_commit(claim: JobClaim, run) -> str | None:
             job = RuntimeJob.objects.filter(pk=claim.job_id).first()
             if job is not None:
                 _finished_trim(job)
-            return status
+            metrics.job_stage_observe("commit", time.monotonic() - committing)
+            _job_ended(claim.job_id, decided["status"])
+            return decided["status"]
     done = _transition(claim.job_id, (S.COMMITTING,), S.FAILED, token=claim.fencing_token, reason=S.REASON_SESSION_BUSY)
     return S.FAILED if done else None
 
@@ -481,7 +609,43 @@ def runtime_job_retry(*, session, job_id: str) -> RuntimeJob:
     return new
 
 
+# --- credentials ---------------------------------------------------------------------------------
+
+
+def jobs_credentials_offered(session_id: str, offered: RequestCredentials) -> int:
+    """A new request of the session came with provider keys (``covel.credentials.credentials_offer``):
+    hold them for each of the session's queued jobs that holds none (spec 004: 等一个带凭据的新执行
+    请求来提供服务) and send those jobs' tasks again. Returns how many jobs got them."""
+    given = 0
+    for job in RuntimeJob.objects.filter(session_id=session_id, status=S.QUEUED).order_by("created_at", "id"):
+        if credentials.job_credentials_held(str(job.pk)) is not None:
+            continue
+        if credentials.job_credentials_hold(job, offered):
+            given += 1
+            _job_send(str(job.pk))
+    return given
+
+
 # --- reaping -------------------------------------------------------------------------------------
+
+
+def session_jobs_drain(session_id: str, timeout_seconds: float) -> bool:
+    """Session DELETE step 2 (spec 004 删除按这个顺序进行), called after the session was marked
+    deleting: its queued jobs become stale (``session-deleted``; none will start now), then wait —
+    polling every 0.1 s — until no in-flight job (claimed / running / committing) of the session
+    still holds its runtime lease (a worker that died holds none). True when drained, False when
+    ``timeout_seconds`` passed first (the delete then fails retryably)."""
+    for job_id in RuntimeJob.objects.filter(session_id=session_id, status=S.QUEUED).values_list("pk", flat=True):
+        _transition(str(job_id), (S.QUEUED,), S.STALE, reason=S.REASON_SESSION_DELETED)
+    deadline = time.monotonic() + max(0.0, timeout_seconds)
+    while True:
+        runtimes = set(RuntimeJob.objects.filter(session_id=session_id, status__in=S.IN_FLIGHT)
+                       .values_list("runtime_id", flat=True))
+        if not any(leases.lease_holder(_lease_name(session_id, runtime_id)) for runtime_id in runtimes):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
 
 
 def jobs_reap(*, now=None) -> int:
@@ -509,6 +673,7 @@ def jobs_reap(*, now=None) -> int:
             continue  # its worker still renews the lease; the database write is just late
         if _transition(str(pk), (status,), S.ORPHANED, token=token, reason=S.REASON_LEASE_EXPIRED):
             changed += 1
+            metrics.lease_expired("runtime_job")
             logger.warning("runtime job %s orphaned: its lease expired while %s", pk, status)
             _siblings_kick(str(session_id), runtime_id)
     queued = RuntimeJob.objects.filter(status=S.QUEUED, payload__completion__has_key="maxQueueMs").values_list(

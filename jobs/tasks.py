@@ -1,27 +1,47 @@
-"""Celery tasks of the jobs app. Each takes ids only and calls a service."""
+"""Celery tasks of the jobs app. Each takes ids only and calls a service.
+
+Task states tell the truth (Flower, ``covel_celery_tasks_total``): a runtime job that ended failed,
+timed_out or stale, and a world generation that ended failed, end their task with ``JobFailed``
+(an expected error: no traceback, acknowledged, never retried — the outcome is recorded).
+"""
 from __future__ import annotations
 
 from celery import shared_task
-from celery.signals import celeryd_after_setup, worker_shutting_down
 
-from covel.taskqueue import TASK_GENERATE_WORLD, TASK_RUN_RUNTIME_JOB
+from covel.taskqueue import TASK_GENERATE_WORLD, TASK_MEMORY_INDEX_REBUILD, TASK_RUN_RUNTIME_JOB
 
-from jobs import leases, services, worldgen
+from jobs import schemas as S, services, worldgen
+from jobs.models import WorldGeneration
+
+#: Runtime job statuses whose task ends as failed.
+FAILED_JOB_STATUSES = (S.FAILED, S.TIMED_OUT, S.STALE)
 
 
-@shared_task(name=TASK_GENERATE_WORLD, acks_late=True, ignore_result=True)
-def generate_world(generation_id: str) -> None:
+class JobFailed(Exception):
+    """The runtime job or world generation ran and failed; its status is in the message."""
+
+
+@shared_task(name=TASK_GENERATE_WORLD, acks_late=True, ignore_result=True, throws=(JobFailed,))
+def generate_world(generation_id: str) -> str | None:
     """Run one AI world generation (queue ``worldgen``). Safe to deliver twice: the service claims
-    the queued row and a second delivery finds it claimed and exits."""
-    worldgen.generation_run(generation_id)
+    the queued row and a second delivery finds it claimed and exits. Raises JobFailed when the
+    generation ended failed."""
+    status = worldgen.generation_run(generation_id)
+    if status == WorldGeneration.STATUS_FAILED:
+        raise JobFailed(f"world generation {generation_id} failed")
+    return status
 
 
-@shared_task(name=TASK_RUN_RUNTIME_JOB, bind=True, acks_late=True, ignore_result=True)
-def run_runtime_job(self, job_id: str) -> None:
+@shared_task(name=TASK_RUN_RUNTIME_JOB, bind=True, acks_late=True, ignore_result=True, throws=(JobFailed,))
+def run_runtime_job(self, job_id: str) -> str | None:
     """Run one detached runtime job (queue ``jobs``). Safe to deliver twice: the service claims the
     job by lease + compare-and-set and a second delivery finds it taken and exits; a job whose
-    worker died is orphaned by the reaper, never replayed (spec 004 §Staged Runtime 后台作业)."""
-    services.job_task_run(job_id, hostname=self.request.hostname or "")
+    worker died is orphaned by the reaper, never replayed (spec 004 §Staged Runtime 后台作业).
+    Returns the status it left the job in; raises JobFailed for failed / timed_out / stale."""
+    status = services.job_task_run(job_id, hostname=self.request.hostname or "")
+    if status in FAILED_JOB_STATUSES:
+        raise JobFailed(f"runtime job {job_id} {status}")
+    return status
 
 
 @shared_task(name="jobs.reap_runtime_jobs", ignore_result=True)
@@ -30,12 +50,10 @@ def reap_runtime_jobs() -> int:
     return services.jobs_reap()
 
 
-@worker_shutting_down.connect
-def _worker_shutting_down(sender=None, **_kwargs) -> None:
-    # Sent in the worker's main process; prefork children read the mark through jobs.leases.
-    leases.worker_shutdown_mark(str(sender or ""))
+@shared_task(name=TASK_MEMORY_INDEX_REBUILD, ignore_result=True)
+def memory_index_rebuild(session_id: str, generation: int) -> int:
+    """The background re-index of POST /api/sessions/:id/memory-index/rebuild (queue ``jobs``).
+    Safe to run twice: items already embedded for the generation are skipped."""
+    from turns.engine import memory_index
 
-
-@celeryd_after_setup.connect
-def _worker_started(sender=None, **_kwargs) -> None:
-    leases.worker_shutdown_clear(str(sender or ""))
+    return memory_index.memory_index_reindex(session_id, generation, memory_index.memory_choice_default())

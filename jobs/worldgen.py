@@ -551,13 +551,14 @@ class _Run:
         raise _Invalid(reason or f"{part_id}: no valid answer")
 
 
-def generation_run(generation_id: str) -> None:
+def generation_run(generation_id: str) -> str | None:
     """The task body. Claims a queued generation (a second delivery finds it claimed and exits),
-    runs it and writes its final frame. Never raises for model or content failures."""
+    runs it and writes its final frame. Never raises for model or content failures. Returns the
+    generation's status afterwards (None when this delivery did not claim it)."""
     claimed = WorldGeneration.objects.filter(pk=generation_id, status=WorldGeneration.STATUS_QUEUED).update(
         status=WorldGeneration.STATUS_RUNNING)
     if not claimed:
-        return
+        return None
     generation = WorldGeneration.objects.get(pk=generation_id)
     run = _Run(generation)
     try:
@@ -571,6 +572,7 @@ def generation_run(generation_id: str) -> None:
                      status=WorldGeneration.STATUS_FAILED)
         except _Abandoned:
             pass
+    return WorldGeneration.objects.filter(pk=generation_id).values_list("status", flat=True).first()
 
 
 def _error_frame(run: _Run, message: str, code: str | None = None) -> dict[str, Any]:

@@ -14,7 +14,11 @@ from ninja.responses import Status
 from covel.errors import Forbidden
 from media import selectors, services
 from media.errors import MediaNotFound, MediaRequestInvalid, MediaUnavailable
-from media.schemas import MediaTokenOut, MediaUploadOut, media_upload_out
+from covel.openapi import BINARY, OPERATOR, OWNER, SESSION_ERRORS, contract, errors_merge
+from media.schemas import (ImageFlowOut, MediaCleanupIn, MediaCleanupOut, MediaDownloadQuery, MediaLibraryDeleteIn,
+                           MediaLibraryDeleteOut, MediaLibraryOut, MediaLibraryQuery, MediaTokenOut, MediaTokenQuery,
+                           MediaUploadOut, MediaUploadQuery, media_upload_out)
+from plugins_app.registry import plugin_registry
 from sessions.api_scope import request_json, session_scope
 from covel.auth import require_operator
 from sessions.auth import session_get_authorized
@@ -43,6 +47,9 @@ def _query_int(request: HttpRequest, name: str, default: int, *, minimum: int) -
 
 
 @router.post("/media", response={201: MediaUploadOut})
+@contract(ok=MediaUploadOut, status=201, body={"image/*": BINARY["schema"]}, query=MediaUploadQuery, security=OWNER,
+          errors=errors_merge(SESSION_ERRORS, {400: "invalid_request (no sessionId) / unsupported_media_type / empty_body "
+                                                    "/ invalid_image (SVG is always refused)", 413: "over 20 MiB"}))
 def upload_media(request: HttpRequest):
     """Upload an image: raw bytes, Content-Type image/* (never SVG), ``?sessionId=`` required.
 
@@ -59,6 +66,7 @@ def upload_media(request: HttpRequest):
 
 
 @router.get("/media/library")
+@contract(ok=MediaLibraryOut, query=MediaLibraryQuery, errors={400: "invalid_request", 503: "unavailable: the library exists only in the personal tier"})
 def list_media_library(request: HttpRequest):
     """The player's media library (self tier only: 503 unavailable elsewhere, operator token or not)."""
     _library_available()
@@ -79,6 +87,7 @@ def list_media_library(request: HttpRequest):
 
 
 @router.post("/media/library/delete")
+@contract(ok=MediaLibraryDeleteOut, body=MediaLibraryDeleteIn, errors={400: "invalid_request", 503: "unavailable: the library exists only in the personal tier"})
 def delete_media_library_items(request: HttpRequest):
     """Delete chosen media, or every unused one (self tier only)."""
     _library_available()
@@ -87,6 +96,10 @@ def delete_media_library_items(request: HttpRequest):
 
 
 @router.post("/media/cleanup")
+@contract(ok=MediaCleanupOut, body=MediaCleanupIn, body_required=False, security=OPERATOR, errors={
+    400: "invalid_request (a bad body; dryRun false without X-Confirm-Cleanup: yes) / limit_exceeded",
+    401: "operator_token_required (demo)", 403: "forbidden: COVEL_MEDIA_CLEANUP_ENABLED is off",
+    429: "operation_in_progress", 503: "unavailable (commercial)"})
 def cleanup_media(request: HttpRequest):
     """Destructive maintenance: remove unreferenced files (spec 004 POST /api/media/cleanup).
 
@@ -105,6 +118,9 @@ def cleanup_media(request: HttpRequest):
 
 
 @router.get("/media/{media_id}")
+@contract(query=MediaDownloadQuery, content={"*/*": BINARY}, errors={
+    401: "media_token_invalid", 404: "not_found: the token's session no longer references the file, or it is gone"},
+          headers={"ETag": "The media id", "Cache-Control": "private, max-age=3600"})
 def download_media(request: HttpRequest, media_id: str):
     """The bytes of one media file, with ``?token=`` from GET /api/sessions/:id/media-token.
 
@@ -139,6 +155,8 @@ def download_media(request: HttpRequest, media_id: str):
 
 
 @router.get("/sessions/{session_id}/media-token", auth=session_scope, response=MediaTokenOut)
+@contract(ok=MediaTokenOut, query=MediaTokenQuery, security=OWNER, errors=errors_merge(SESSION_ERRORS, {
+    400: "invalid_request: id is not a media id", 404: "not_found: the session does not reference the file"}))
 def issue_media_token(request: HttpRequest, session_id: str):
     """A one-hour download token for ``?id=<mediaId>``; 404 not_found unless the session references it."""
     media_id = request.GET.get("id", "")
@@ -147,3 +165,11 @@ def issue_media_token(request: HttpRequest, session_id: str):
     if selectors.media_session_reference(session_id, media_id) is None:
         raise MediaNotFound(media_id)
     return services.media_token_issue(media_id=media_id, session_id=session_id)
+
+
+@router.get("/sessions/{session_id}/media/image-flow", auth=session_scope)
+@contract(ok=ImageFlowOut, security=OWNER, errors=SESSION_ERRORS)
+def get_session_image_flow(request: HttpRequest, session_id: str):
+    """``{flow: null | {pluginId, entryRuntimeId, assetRuntimeIds}}``: which plugin's runtimes
+    generate the session's images (the first ``media.image-flow@1`` provider to answer in 500 ms)."""
+    return {"flow": selectors.image_flow_get(request.auth, plugin_registry())}

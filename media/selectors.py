@@ -25,6 +25,9 @@ from django.db.models import Count
 from django.utils import timezone
 
 from media.models import MediaAsset
+from plugins_app.extensions import ExtensionFailed, extension_call, extension_providers
+from sessions.grants import plugins_code_granted
+from sessions.selectors import runnable_plugins
 
 MEDIA_ID_RE = re.compile(r"^[0-9a-f]{64}$")
 _MENTION_RE = re.compile(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
@@ -295,3 +298,33 @@ def media_rows(media_ids: Iterable[str]) -> dict[str, list[MediaAsset]]:
     for row in MediaAsset.objects.filter(sha256__in=list(media_ids)).order_by("created_at"):
         out.setdefault(row.sha256, []).append(row)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Image flow (spec 004 §Session UI projections: GET /api/sessions/:id/media/image-flow)
+
+IMAGE_FLOW_POINT = "media.image-flow@1"
+
+
+def image_flow_get(session: Any, registry: Any) -> dict[str, Any] | None:
+    """``{pluginId, entryRuntimeId, assetRuntimeIds}`` of the first ``media.image-flow@1`` provider
+    that answers, or None. Providers are the session's active plugins whose code is granted
+    (builtins need no grant; a granted community entry is loaded first), in extension order; each
+    gets PROVIDER_TIMEOUT_MS and is skipped when it fails, is late, or names a runtime that is not
+    its own plugin's. The host binds ``pluginId`` to the provider (it never comes from the answer)."""
+    runnable, _ = runnable_plugins(session, registry)
+    granted = plugins_code_granted(session, registry, runnable)
+    context = {"sessionId": session.pk, "point": IMAGE_FLOW_POINT, "activePlugins": list(runnable)}
+    for provider in extension_providers(registry, granted, IMAGE_FLOW_POINT):
+        try:
+            answer = extension_call(provider, {**context, "pluginId": provider.plugin_id})
+        except ExtensionFailed:
+            continue
+        own = set(registry.get(provider.plugin_id).manifest.runtime_ids)
+        entry, assets = answer.get("entryRuntimeId"), answer.get("assetRuntimeIds")
+        if not isinstance(entry, str) or entry not in own:
+            continue
+        if not isinstance(assets, list) or not all(isinstance(a, str) and a in own for a in assets):
+            continue
+        return {"pluginId": provider.plugin_id, "entryRuntimeId": entry, "assetRuntimeIds": list(dict.fromkeys(assets))}
+    return None

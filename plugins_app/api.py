@@ -14,22 +14,27 @@ from ninja import Router
 from ninja.responses import Status
 
 from covel.errors import NotFound
+from covel.openapi import OPERATOR, contract, errors_merge
 from plugins_app import install
 from plugins_app import plugin_services as services
 from plugins_app.errors import PluginNotFound
 from plugins_app.install_requests import install_request_dispatch, validate_request
 from plugins_app.registry import plugin_registry
+from plugins_app.schemas_api import (INSTALL_BODY, INSTALL_ERRORS, SCHEMA_CONTENT, CapabilitiesOut, InstallOut,
+                                     PluginDetailOut, PluginFlowsOut, PluginsOut, ValidationReportOut)
 from plugins_app.validation import SCHEMA_NAMES, schema_bytes
 
 router = Router(tags=["plugins"])
 
 
 @router.get("/plugins")
+@contract(ok=PluginsOut)
 def list_plugins(request):
     return {"items": [record.summary() for record in plugin_registry().all()]}
 
 
 @router.get("/plugins/{plugin_id}")
+@contract(ok=PluginDetailOut, errors={404: "plugin_not_found"})
 def get_plugin(request, plugin_id: str):
     record = plugin_registry().get(plugin_id)
     if record is None:
@@ -38,11 +43,14 @@ def get_plugin(request, plugin_id: str):
 
 
 @router.get("/framework/capabilities")
+@contract(ok=CapabilitiesOut)
 def get_framework_capabilities(request):
     return services.capabilities()
 
 
 @router.get("/framework/schemas/{name}")
+@contract(content=SCHEMA_CONTENT, errors={404: "not_found: no schema of that name"},
+          headers={"ETag": "The schema's digest (304 for a matching If-None-Match)", "Cache-Control": "no-cache"})
 def get_framework_schema(request, name: str):
     """A published manifest schema (Draft 2020-12): plugin.json (PLUGIN.md frontmatter),
     runtime.json (RUNTIME.md frontmatter), world.json (world.yaml, world data descriptor).
@@ -63,11 +71,13 @@ def get_framework_schema(request, name: str):
 
 
 @router.get("/plugin-flows")
+@contract(ok=PluginFlowsOut)
 def get_plugin_flows(request):
     return services.plugin_flows(plugin_registry())
 
 
 @router.post("/install/validate/plugin")
+@contract(ok=ValidationReportOut, body=INSTALL_BODY, security=OPERATOR, errors=INSTALL_ERRORS)
 def validate_plugin_package(request):
     """Validate a plugin package without installing it (spec 004 ZIP 激活前的校验)."""
     return validate_request(
@@ -76,6 +86,8 @@ def validate_plugin_package(request):
 
 
 @router.post("/install/plugin", response={201: dict})
+@contract(ok=InstallOut, status=201, body=INSTALL_BODY, security=OPERATOR, errors=errors_merge(INSTALL_ERRORS, {
+    400: "package_invalid: error diagnostics, nothing written", 409: "plugin_reserved_id / plugin_already_exists"}))
 def install_plugin(request):
     """Install a plugin package: 201 {ok, kind, id, restartRequired: true, hasServerCode}."""
     return Status(201, install_request_dispatch(request, "plugin", install.plugin_install_upload, install.plugin_install_path))

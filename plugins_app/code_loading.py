@@ -8,12 +8,14 @@ session's grants before calling in here; nothing in this module decides trust.
 """
 from __future__ import annotations
 
+import sys
 import threading
 import types
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from plugins_app.manifest_types import RuntimeManifest
-from plugins_app.toolkit.modules import module_load_by_path
+from plugins_app.toolkit.modules import module_load_by_path, module_name_of
 
 _modules: dict[str, types.ModuleType] = {}
 _lock = threading.Lock()
@@ -63,3 +65,30 @@ def runtime_code_preload(root: Path, runtime: RuntimeManifest) -> str | None:
         except Exception as exc:  # plugin code may raise anything at import
             return f"{declared}: {type(exc).__name__}: {exc}"
     return None
+
+
+@dataclass
+class ForgottenModules:
+    """What ``plugin_modules_forget`` removed; ``restore()`` puts it back (a reload that failed)."""
+
+    imported: dict[str, types.ModuleType] = field(default_factory=dict)
+    cached: dict[str, types.ModuleType] = field(default_factory=dict)
+
+    def restore(self) -> None:
+        sys.modules.update(self.imported)
+        with _lock:
+            _modules.update(self.cached)
+
+
+def plugin_modules_forget(plugin_id: str) -> ForgottenModules:
+    """Drop every imported module of ``plugin_id`` (``covel_plugin_<id>`` and below) and its cached
+    handler/guard modules, so the next load reads the files again (dev hot reload)."""
+    base = module_name_of(plugin_id)
+    forgotten = ForgottenModules()
+    for name in [n for n in sys.modules if n == base or n.startswith(base + ".")]:
+        forgotten.imported[name] = sys.modules.pop(name)
+    names = set(forgotten.imported)
+    with _lock:
+        for key in [k for k, m in _modules.items() if m.__name__ in names or m.__name__.startswith(base + ".")]:
+            forgotten.cached[key] = _modules.pop(key)
+    return forgotten

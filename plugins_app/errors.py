@@ -68,3 +68,25 @@ class PluginNotFound(ApiError):
 
     def __init__(self, plugin_id: str) -> None:
         super().__init__(message=f"Unknown plugin: {plugin_id}")
+
+
+class PluginReloadFailed(ApiError):
+    """409 plugin_reload_failed: the package no longer loads; the old generation stays in effect
+    (spec 004 POST /api/plugins/:id/reload)."""
+
+    status = 409
+    code = "plugin_reload_failed"
+
+    def __init__(self, plugin_id: str, reason: str) -> None:
+        super().__init__(message=f"Reload of {plugin_id} failed: {reason}", details={"pluginId": plugin_id})
+
+
+class PluginReloadDisabled(ApiError):
+    """403 plugin_reload_disabled: dev hot reload is off (COVEL_PLUGIN_RELOAD_ENABLED), or the
+    plugin is builtin (builtin plugins change only with a restart)."""
+
+    status = 403
+    code = "plugin_reload_disabled"
+
+    def __init__(self, message: str = "Plugin hot reload is disabled on this server") -> None:
+        super().__init__(message=message)

@@ -12,6 +12,7 @@ work) and must define `register(api)`. `api` is a `PluginRegistrationApi`:
     api.register_form_validator(name, validator)         # contributes.forms
     api.register_hook(event, handler, enforce="normal")  # contributes.hooks
     api.register_service(contract, provider, **options)  # contributes.services
+    api.register_extension(point, id, provider)          # contributes.extensions (optional: client-only ones need none)
 
 Community packages (source "community") are never imported at start: their entry waits with
 hostState "installed" until a session grants ``covel:plugin-server-code`` (or trust.sources
@@ -73,8 +74,8 @@ class RegistrationError(ValueError):
 
 @dataclass(frozen=True)
 class Registration:
-    """One thing an entry registered. kind: tool|rpc|form_validator|hook|service; name: tool/action/
-    form name, hook event or service contract; target: the callable or provider object."""
+    """One thing an entry registered. kind: tool|rpc|form_validator|hook|service|extension; name: tool/
+    action/form name, hook event, service contract or extension id; target: the callable or provider."""
 
     plugin_id: str
     kind: str
@@ -92,6 +93,7 @@ class Registrations:
     form_validators: dict[str, Registration] = field(default_factory=dict)
     hooks: dict[str, list[Registration]] = field(default_factory=dict)
     services: dict[str, Registration] = field(default_factory=dict)
+    extensions: dict[str, Registration] = field(default_factory=dict)  # by extension id
 
 
 class PluginRegistrationApi:
@@ -166,6 +168,19 @@ class PluginRegistrationApi:
             raise RegistrationError(f"service {contract!r} is registered twice")
         self.staged.services[contract] = Registration(self.plugin_id, "service", contract, provider, options)
 
+    def register_extension(self, point: str, extension_id: str, provider: Callable[..., Any], **options: Any) -> None:
+        """Register the server-side provider of an extension declared in contributes.extensions as
+        ``{point, id}`` (e.g. ``media.image-flow@1``; plugins_app/extensions.py calls it). Extensions
+        that only the client renders need no provider."""
+        declared = {(e.get("point"), e.get("id")) for e in self._manifest.contributes.extensions}
+        if (point, extension_id) not in declared:
+            raise RegistrationError(f"extension {point}:{extension_id} is not declared in contributes.extensions")
+        if extension_id in self.staged.extensions:
+            raise RegistrationError(f"extension {extension_id!r} is registered twice")
+        self._callable("extension", extension_id, provider)
+        options = {**options, "point": point}
+        self.staged.extensions[extension_id] = Registration(self.plugin_id, "extension", extension_id, provider, options)
+
 
 @dataclass
 class PluginRecord:
@@ -183,6 +198,8 @@ class PluginRecord:
     error: str | None = None
     issues: list[Issue] = field(default_factory=list)
     registrations: Registrations = field(default_factory=Registrations)
+    #: How many dev hot reloads replaced this package in this process (PluginRegistry.plugin_reload).
+    reload_generation: int = 0
 
     @property
     def id(self) -> str:
@@ -308,6 +325,39 @@ class PluginRegistry:
                     record.host_state = HOST_LOADED
                 self.generation += 1
         return record
+
+    def plugin_reload(self, plugin_id: str, *, import_entry: bool) -> PluginRecord:
+        """Dev hot reload of one community package (spec 004 POST /api/plugins/:id/reload): read it
+        from disk again as a new generation and publish it in place of the old record. With
+        ``import_entry`` (the caller checked the session's server-code grant) its entry is imported
+        now — with every module of the plugin forgotten first, so helpers are re-read too; otherwise
+        it waits code-pending like after a start. Executions that already hold the old record keep
+        using its handlers; later ones get the new one (``generation`` bumps: tool registries
+        rebuild). Raises PluginReloadFailed (the old generation stays) when the package no longer
+        loads. Preconditions: the record exists and is not builtin."""
+        from plugins_app.code_loading import plugin_modules_forget
+        from plugins_app.errors import PluginReloadFailed
+
+        old = self.records[plugin_id]
+        with self._entry_lock:
+            fresh = plugin_record_build(DiscoveredPlugin(id=plugin_id, root=old.manifest.root, source=old.source))
+            if fresh.host_state == HOST_ERROR:
+                raise PluginReloadFailed(plugin_id, fresh.error or "the package does not load")
+            if import_entry and fresh.is_code_pending:
+                saved = plugin_modules_forget(plugin_id)
+                registrations, issues = _entry_register(fresh.manifest)
+                if registrations is None:
+                    saved.restore()
+                    first = next((i for i in issues if i.is_error), None)
+                    raise PluginReloadFailed(plugin_id, f"<plugin>/{first.file or PLUGIN_FILE}: {first.message}" if first
+                                             else "the entry failed to load")
+                fresh.issues.extend(issues)
+                fresh.registrations = registrations
+                fresh.host_state = HOST_LOADED
+            fresh.reload_generation = old.reload_generation + 1
+            self.records[plugin_id] = fresh
+            self.generation += 1
+        return fresh
 
     def get(self, plugin_id: str) -> PluginRecord | None:
         return self.records.get(plugin_id)

@@ -229,7 +229,8 @@ def package_root_find(extracted: "Path", marker: str) -> "Path | None":
 # --------------------------------------------------------------------------------------------
 #
 # plugins_app/schemas/ holds plugin.json (PLUGIN.md frontmatter), runtime.json (RUNTIME.md
-# frontmatter) and world.json (world.yaml and the world data descriptor), Draft 2020-12. The
+# frontmatter), world.json (world.yaml and the world data descriptor) and ui-spec.json (one
+# contributes.ui file, checked by plugins_app/ui_specs.py), Draft 2020-12. The
 # loaders validate with them and turn each jsonschema error into an Issue, so what an editor
 # flags and what the server reports come from one source:
 #
@@ -246,7 +247,7 @@ def package_root_find(extracted: "Path", marker: str) -> "Path | None":
 # document order, missing fields after the fields an object has.
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
-SCHEMA_NAMES = ("plugin.json", "runtime.json", "world.json")
+SCHEMA_NAMES = ("plugin.json", "runtime.json", "world.json", "ui-spec.json")
 SCHEMA_BASE = "/api/framework/schemas/"  # every schema's $id is SCHEMA_BASE + name
 
 

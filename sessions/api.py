@@ -14,10 +14,15 @@ from ninja.responses import Status
 from sessions import selectors, services
 from sessions.api_scope import request_json, session_scope
 from covel.auth import is_operator, owner_checks_enabled, require_operator
+from covel.openapi import BUSY_ERRORS, OPERATOR, OPERATOR_ERRORS, OWNER, SESSION_ERRORS, Ok, contract, errors_merge
 from covel.ratelimit import rate_limit_hit
 from plugins_app.registry import plugin_registry
 from sessions.errors import InvalidRequest
-from sessions.schemas import seat_patch_parse
+from sessions.schemas import (ActionKindsOut, LorebookEnabledPatch, LorebookEntryIn, LorebookEntryOut, LorebookOut,
+                              LorebookToggleOut, MessagesOut, MessagesPageOut, MessagesPageQuery, MessagesSyncIn,
+                              MessagesSyncOut, SeatPatch, SeatsOut, SessionCreatedOut, SessionIn, SessionListQuery,
+                              SessionOut, SessionPatch, SessionPluginSetOut, SessionPluginListOut, SessionsOut,
+                              SessionStateOut, seat_patch_parse)
 
 router = Router(tags=["sessions"])
 
@@ -43,6 +48,7 @@ def _int_param(request: HttpRequest, name: str, default: int, maximum: int) -> i
 
 
 @router.get("/sessions")
+@contract(ok=SessionsOut, query=SessionListQuery, security=OPERATOR)
 def list_sessions(request: HttpRequest):
     """Sessions, newest first (``?worldId=``). Hosted tiers list only for the operator (others get [])."""
     if owner_checks_enabled() and not is_operator(request):
@@ -52,6 +58,10 @@ def list_sessions(request: HttpRequest):
 
 
 @router.post("/sessions", response={201: dict})
+@contract(ok=SessionCreatedOut, status=201, body=SessionIn, security=OPERATOR, errors=errors_merge(OPERATOR_ERRORS, {
+    400: "invalid_world_id / invalid_locale / invalid_plugins / invalid_seat_role / invalid_auto_advance_limit / "
+         "invalid_session_id / lore override too long / plugin selection errors (missing-provider, ...)",
+    404: "world_not_found", 409: "session_already_exists / world_deleting"}))
 def create_session(request: HttpRequest):
     """Create a session; the response carries ``ownerToken`` once (hosted tiers: operator token)."""
     require_operator(request)
@@ -74,11 +84,15 @@ def create_session(request: HttpRequest):
 
 
 @router.get("/sessions/{session_id}", auth=session_scope)
+@contract(ok=SessionOut, security=OWNER, errors=SESSION_ERRORS)
 def get_session(request: HttpRequest, session_id: str):
     return selectors.session_out(request.auth)
 
 
 @router.patch("/sessions/{session_id}", auth=session_scope)
+@contract(ok=SessionOut, body=SessionPatch, security=OWNER, errors=errors_merge(SESSION_ERRORS, {
+    400: "invalid_status / invalid_runtime_model_overrides / invalid_auto_advance_limit",
+    409: "session_ended / session_deleting / session_lifecycle_busy"}))
 def update_session(request: HttpRequest, session_id: str):
     """status / runtimeModelOverrides / autoAdvanceLimit (absent fields stay unchanged)."""
     data = request_json(request)
@@ -92,12 +106,14 @@ def update_session(request: HttpRequest, session_id: str):
 
 
 @router.delete("/sessions/{session_id}", auth=session_scope)
+@contract(ok=Ok, security=OWNER, errors=errors_merge(SESSION_ERRORS, BUSY_ERRORS, {409: "session_deleting"}))
 def delete_session(request: HttpRequest, session_id: str):
     services.session_delete(session_id)
     return {"ok": True}
 
 
 @router.get("/sessions/{session_id}/state", auth=session_scope)
+@contract(ok=SessionStateOut, security=OWNER, errors=errors_merge(SESSION_ERRORS, {429: "rate_limit_exceeded: 120 requests a minute per client and path (Retry-After)"}))
 def get_session_state(request: HttpRequest, session_id: str):
     """``{tables}``. 120 requests a minute per client and path (429 rate_limit_exceeded)."""
     _read_limit(request)
@@ -105,6 +121,9 @@ def get_session_state(request: HttpRequest, session_id: str):
 
 
 @router.patch("/sessions/{session_id}/seats/{seat_id}", auth=session_scope)
+@contract(ok=SeatsOut, body=SeatPatch, security=OWNER, errors=errors_merge(SESSION_ERRORS, {
+    400: "invalid_body: not exactly {currentCharacterId}", 404: "seat_not_found",
+    409: "seat_not_human / seat_character_unbound / session_not_active"}))
 def update_seat(request: HttpRequest, session_id: str, seat_id: str):
     """Body exactly ``{currentCharacterId}`` (400 invalid_body otherwise)."""
     patch = seat_patch_parse(request_json(request))
@@ -115,6 +134,7 @@ def update_seat(request: HttpRequest, session_id: str, seat_id: str):
 
 
 @router.get("/sessions/{session_id}/action-kinds", auth=session_scope)
+@contract(ok=ActionKindsOut, security=OWNER, errors=SESSION_ERRORS)
 def list_action_kinds(request: HttpRequest, session_id: str):
     return selectors.action_kinds(request.auth, plugin_registry())
 
@@ -123,16 +143,22 @@ def list_action_kinds(request: HttpRequest, session_id: str):
 
 
 @router.get("/sessions/{session_id}/plugins", auth=session_scope)
+@contract(ok=SessionPluginListOut, security=OWNER, errors=SESSION_ERRORS)
 def list_session_plugins(request: HttpRequest, session_id: str):
     return selectors.session_plugins(request.auth, plugin_registry())
 
 
 @router.put("/sessions/{session_id}/plugins/{plugin_id}", auth=session_scope)
+@contract(ok=SessionPluginSetOut, security=OWNER, errors=errors_merge(SESSION_ERRORS, {
+    404: "plugin_not_found", 409: "session_not_active / dimension_provider_required / dimension_provider_conflict"}))
 def enable_session_plugin(request: HttpRequest, session_id: str, plugin_id: str):
     return services.session_plugin_set(session_id, plugin_id, is_enabled=True)
 
 
 @router.delete("/sessions/{session_id}/plugins/{plugin_id}", auth=session_scope)
+@contract(ok=SessionPluginSetOut, security=OWNER, errors=errors_merge(SESSION_ERRORS, {
+    403: "plugin_locked: a core plugin", 404: "plugin_not_found",
+    409: "session_not_active / dimension_provider_required / dimension_provider_conflict"}))
 def disable_session_plugin(request: HttpRequest, session_id: str, plugin_id: str):
     return services.session_plugin_set(session_id, plugin_id, is_enabled=False)
 
@@ -141,6 +167,7 @@ def disable_session_plugin(request: HttpRequest, session_id: str, plugin_id: str
 
 
 @router.get("/sessions/{session_id}/messages", auth=session_scope)
+@contract(ok=MessagesOut, security=OWNER, errors=errors_merge(SESSION_ERRORS, {429: "rate_limit_exceeded: 120 requests a minute per client and path (Retry-After)"}))
 def list_messages(request: HttpRequest, session_id: str):
     """``{items}``, oldest first. 120 requests a minute per client and path (429 rate_limit_exceeded)."""
     _read_limit(request)
@@ -148,6 +175,8 @@ def list_messages(request: HttpRequest, session_id: str):
 
 
 @router.get("/sessions/{session_id}/messages/page", auth=session_scope)
+@contract(ok=MessagesPageOut, query=MessagesPageQuery, security=OWNER, errors=errors_merge(SESSION_ERRORS, {
+    400: "invalid_query / invalid_cursor", 429: "rate_limit_exceeded: 120 requests a minute per client and path (Retry-After)"}))
 def list_messages_page(request: HttpRequest, session_id: str):
     """Keyset page: ``?limit`` (default 80, max 500), ``?cursor`` (opaque; 400 invalid_cursor).
     120 requests a minute per client and path (429 rate_limit_exceeded)."""
@@ -157,6 +186,9 @@ def list_messages_page(request: HttpRequest, session_id: str):
 
 
 @router.post("/sessions/{session_id}/messages/sync", auth=session_scope)
+@contract(ok=MessagesSyncOut, body=MessagesSyncIn, security=OWNER, errors=errors_merge(SESSION_ERRORS, {
+    400: "invalid_request_body / invalid_messages", 409: "session_not_active / session_deleting",
+    429: "rate_limit_exceeded: 60 requests a minute per client and path"}))
 def sync_messages(request: HttpRequest, session_id: str):
     """``{ok}``. 60 requests a minute per client and path (429 rate_limit_exceeded)."""
     rate_limit_hit(request, "messages-sync", per_minute=settings.COVEL_SYNC_RATE_LIMIT_RPM, key=request.path)
@@ -174,23 +206,30 @@ def sync_messages(request: HttpRequest, session_id: str):
 
 
 @router.get("/sessions/{session_id}/lorebook", auth=session_scope)
+@contract(ok=LorebookOut, security=OWNER, errors=SESSION_ERRORS)
 def list_lorebook(request: HttpRequest, session_id: str):
     return {"items": selectors.lorebook_list(request.auth)}
 
 
 @router.post("/sessions/{session_id}/lorebook", auth=session_scope, response={201: dict})
+@contract(ok=LorebookEntryOut, status=201, body=LorebookEntryIn, security=OWNER, errors=errors_merge(SESSION_ERRORS, {
+    400: "invalid_request_body / invalid_lorebook_entry", 409: "lorebook_entry_exists / session_not_active"}))
 def create_lorebook_entry(request: HttpRequest, session_id: str):
     entry = services.lorebook_create(session_id, request_json(request))
     return Status(201, selectors.lorebook_out(entry, session_id))
 
 
 @router.put("/sessions/{session_id}/lorebook/{entry_id}", auth=session_scope)
+@contract(ok=LorebookEntryOut, body=LorebookEntryIn, security=OWNER, errors=errors_merge(SESSION_ERRORS, {
+    400: "invalid_request_body / invalid_lorebook_entry", 404: "lorebook_entry_not_found", 409: "session_not_active"}))
 def replace_lorebook_entry(request: HttpRequest, session_id: str, entry_id: str):
     entry = services.lorebook_replace(session_id, entry_id, request_json(request))
     return selectors.lorebook_out(entry, session_id)
 
 
 @router.patch("/sessions/{session_id}/lorebook/{entry_id}", auth=session_scope)
+@contract(ok=LorebookToggleOut, body=LorebookEnabledPatch, security=OWNER, errors=errors_merge(SESSION_ERRORS, {
+    400: "invalid_request_body: not exactly {enabled: boolean}", 404: "lorebook_entry_not_found", 409: "session_not_active"}))
 def toggle_lorebook_entry(request: HttpRequest, session_id: str, entry_id: str):
     data = request_json(request)
     if set(data) != {"enabled"}:
@@ -200,6 +239,8 @@ def toggle_lorebook_entry(request: HttpRequest, session_id: str, entry_id: str):
 
 
 @router.delete("/sessions/{session_id}/lorebook/{entry_id}", auth=session_scope)
+@contract(ok=Ok, security=OWNER, errors=errors_merge(SESSION_ERRORS, {
+    404: "lorebook_entry_not_found", 409: "session_not_active"}))
 def delete_lorebook_entry(request: HttpRequest, session_id: str, entry_id: str):
     services.lorebook_delete(session_id, entry_id)
     return {"ok": True}

@@ -16,8 +16,11 @@ from covel.jsonbody import json_body_load
 from sessions import world_selectors as selectors
 from sessions import world_services as services
 from covel.auth import require_operator
+from covel.openapi import BINARY, OPERATOR, OPERATOR_ERRORS, contract, errors_merge
 from plugins_app.registry import plugin_registry
 from sessions.errors import WorldNotFound
+from sessions.schemas import (GalleryFileQuery, WorldDeleteOut, WorldDimensionsIn, WorldGalleryOut, WorldOut,
+                              WorldPluginPlanOut, WorldsOut)
 from sessions.world_schemas import WorldIn, WorldPatch
 from sessions.worldpkg.dimensions import dimensions_export
 
@@ -25,17 +28,21 @@ router = Router(tags=["worlds"])
 
 
 @router.get("/worlds")
+@contract(ok=WorldsOut)
 def list_worlds(request):
     return {"items": selectors.world_list()}
 
 
 @router.post("/worlds", response={201: dict})
+@contract(ok=WorldOut, status=201, security=OPERATOR, errors=errors_merge(OPERATOR_ERRORS, {
+    400: "invalid world fields", 409: "world_already_exists"}))
 def create_world(request, payload: WorldIn):
     require_operator(request)  # hosted tiers: global world writes need the operator token
     return Status(201, services.world_create(payload=payload.model_dump(exclude_none=True)))
 
 
 @router.get("/worlds/{world_id}")
+@contract(ok=WorldOut, errors={404: "world_not_found"})
 def get_world(request, world_id: str):
     view = selectors.world_get(world_id)
     if view is None:
@@ -44,18 +51,25 @@ def get_world(request, world_id: str):
 
 
 @router.patch("/worlds/{world_id}")
+@contract(ok=WorldOut, security=OPERATOR, errors=errors_merge(OPERATOR_ERRORS, {
+    400: "invalid world fields", 403: "world_read_only", 404: "world_not_found", 409: "world_deleting"}))
 def update_world(request, world_id: str, payload: WorldPatch):
     require_operator(request)  # hosted tiers: global world writes need the operator token
     return services.world_update(world_id=world_id, patch=payload.model_dump(exclude_none=True))
 
 
 @router.delete("/worlds/{world_id}")
+@contract(ok=WorldDeleteOut, security=OPERATOR, errors=errors_merge(OPERATOR_ERRORS, {
+    403: "world_read_only: a builtin world", 404: "world_not_found", 409: "world_deleting"}))
 def delete_world(request, world_id: str):
     require_operator(request)  # hosted tiers: global world writes need the operator token
     return services.world_delete(world_id=world_id)
 
 
 @router.get("/worlds/{world_id}/dimensions/export")
+@contract(content={"application/yaml": {"schema": {"type": "string"}}, "application/json": {"schema": {
+    "type": "object", "additionalProperties": True}}}, errors={400: "invalid_format", 404: "world_not_found"},
+          headers={"Content-Disposition": "attachment; filename=\"<worldId>-dimensions.<format>\""})
 def export_world_dimensions(request, world_id: str, format: str = "yaml"):
     if format not in ("yaml", "json"):
         raise ApiError(400, "invalid_format", "format must be yaml or json")
@@ -66,6 +80,9 @@ def export_world_dimensions(request, world_id: str, format: str = "yaml"):
 
 
 @router.post("/worlds/{world_id}/dimensions/import")
+@contract(ok=WorldOut, body=WorldDimensionsIn, security=OPERATOR, errors=errors_merge(OPERATOR_ERRORS, {
+    400: "invalid_request: no object `dimensions`", 403: "world_read_only", 404: "world_not_found",
+    409: "world_deleting", 422: "invalid_dimensions"}))
 def import_world_dimensions(request, world_id: str):
     require_operator(request)  # hosted tiers: global world writes need the operator token
     payload = json_body_load(request.body or b"null")
@@ -73,11 +90,13 @@ def import_world_dimensions(request, world_id: str):
 
 
 @router.get("/worlds/{world_id}/plugin-plan")
+@contract(ok=WorldPluginPlanOut, errors={404: "world_not_found"})
 def get_world_plugin_plan(request, world_id: str):
     return services.world_plugin_plan(world_id=world_id, registry=plugin_registry())
 
 
 @router.get("/worlds/{world_id}/gallery")
+@contract(ok=WorldGalleryOut, errors={404: "world_not_found"})
 def list_world_gallery(request, world_id: str):
     gallery = services.world_gallery(world_id=world_id)
     items = [{k: v for k, v in item.items() if k != "_path"} for item in gallery["items"]]
@@ -88,6 +107,8 @@ def list_world_gallery(request, world_id: str):
 
 
 @router.get("/worlds/{world_id}/gallery/{source}/{file}")
+@contract(query=GalleryFileQuery, content={"image/*": BINARY, "audio/*": BINARY}, errors={404: "not_found"},
+          headers={"ETag": "The file's version", "Cache-Control": "immutable for a year with ?v=<version>, else no-cache"})
 def get_world_gallery_file(request, world_id: str, source: str, file: str):
     path, version = services.world_gallery_file(world_id=world_id, source=source, file=file)
     etag = f'"{version}"'

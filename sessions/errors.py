@@ -234,3 +234,14 @@ class SessionLifecycleBusy(ApiError):
 
     def __init__(self, event: str) -> None:
         super().__init__(message=f"A {event} hook of this session is running; retry shortly", details={"event": event})
+
+
+class PluginNotPaused(ApiError):
+    """409 plugin_not_paused: POST .../plugins/:pluginId/resume-fault for a plugin the fault breaker
+    has not paused in this session (spec 004 §会话插件管理)."""
+
+    status = 409
+    code = "plugin_not_paused"
+
+    def __init__(self, plugin_id: str) -> None:
+        super().__init__(message=f"Plugin is not paused in this session: {plugin_id}", details={"pluginId": plugin_id})

@@ -144,3 +144,21 @@ def session_plugin_approval(session: Session, record, *, is_selected: bool) -> d
 def needs_code(record) -> bool:
     """A community package with anything to approve: an entry module or runtimes."""
     return bool(record.manifest.entry or record.manifest.runtimes)
+
+
+def plugins_code_granted(session: Session, registry, plugin_ids: list[str]) -> list[str]:
+    """The plugins of ``plugin_ids`` (order kept) whose code may run in ``session``: builtins, and
+    community packages whose server code is granted (by the session or a trusted source). A granted
+    community entry not imported in this process yet is loaded here (``entry_ensure``), after the
+    check, as the registry requires; an entry that fails to load is left out."""
+    out: list[str] = []
+    for plugin_id in plugin_ids:
+        record = registry.get(plugin_id)
+        if record is None or code_missing(session, record) is not None:
+            continue
+        if record.is_code_pending:
+            record = registry.entry_ensure(plugin_id)
+            if record is None or not record.is_loaded or record.is_code_pending:
+                continue
+        out.append(plugin_id)
+    return out

@@ -101,6 +101,14 @@ def session_start_run(session_id: str) -> None:
         _marker_clear(session_id)
 
 
+def session_end_marked(session: Session) -> bool:
+    """Whether the session's SessionEnd was claimed and its lifecycle marker is SessionEnd's (a
+    delete that ran it and then failed leaves both; its retry is not blocked by the marker)."""
+    meta = session.metadata or {}
+    marker = meta.get(LIFECYCLE_KEY)
+    return bool(meta.get(SESSION_END_FIRED_KEY)) and isinstance(marker, dict) and marker.get("event") == SESSION_END
+
+
 def session_end_claim(session: Session) -> bool:
     """Inside the transaction holding the session row lock: claim the one SessionEnd of the session
     (False when it already ran or was claimed) and write the lifecycle marker. Mutates ``session.metadata``;

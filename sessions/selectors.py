@@ -18,11 +18,16 @@ from covel.jsonbody import json_type_name
 from covel.times import iso
 
 from sessions.errors import InvalidCursor
+from sessions.faults import FAULTS_KEY, plugins_paused
 from sessions.grants import session_plugin_approval
 from sessions.lifecycle import LIFECYCLE_KEY, SESSION_END_FIRED_KEY
 from sessions.models import Character, ChatMessage, DimensionValue, LorebookEntry, Session
+from sessions.world_data_import import RECEIVERS_KEY
 
 AUTO_ADVANCE_DEFAULT = 3
+#: Framework bookkeeping in session metadata that is not part of the record (lifecycle hooks, the
+#: fault breaker, world data receivers).
+_PRIVATE_METADATA = (LIFECYCLE_KEY, SESSION_END_FIRED_KEY, FAULTS_KEY, RECEIVERS_KEY)
 MESSAGES_PAGE_DEFAULT = 80
 MESSAGES_PAGE_MAX = 500
 VIEW_MESSAGES = 80
@@ -59,7 +64,7 @@ def auto_advance_limit(session: Session) -> int:
 def session_out(session: Session, *, brief: bool = False) -> dict[str, Any]:
     """The session record (spec 004 GET /api/sessions/:id); brief=True is the list item shape."""
     # The lifecycle bookkeeping (sessions.lifecycle) is the framework's, not part of the record.
-    meta = {k: v for k, v in (session.metadata or {}).items() if k not in (LIFECYCLE_KEY, SESSION_END_FIRED_KEY)}
+    meta = {k: v for k, v in (session.metadata or {}).items() if k not in _PRIVATE_METADATA}
     out: dict[str, Any] = {
         "id": session.id,
         "worldId": session.world_id or None,
@@ -296,11 +301,13 @@ def plugin_is_locked(record) -> bool:
 
 
 def session_plugins(session: Session, registry) -> dict[str, Any]:
-    """GET /api/sessions/:id/plugins: ``{items, commands, unavailable}``. Read-only."""
+    """GET /api/sessions/:id/plugins: ``{items, commands, unavailable}``. Read-only. An item the
+    fault breaker paused in this session carries ``paused: {reason}`` (sessions.faults)."""
     runnable, rejections = runnable_plugins(session, registry)
     selection = (session.metadata or {}).get("pluginSelection") or {}
     auto_added = set(selection.get("autoAdded") or [])
     saved = list(session.active_plugins or [])
+    paused = plugins_paused(session.metadata)
     items = []
     for record in registry.all():
         summary = record.summary()
@@ -318,6 +325,9 @@ def session_plugins(session: Session, registry) -> dict[str, Any]:
         rejection = next((r for r in rejections if r["pluginId"] == record.id), None)
         if rejection:
             summary["rejection"] = rejection
+        if record.id in paused and record.id in saved:
+            # The fault breaker paused it here (sessions.faults); ``active`` still means "chosen".
+            summary["paused"] = {"reason": paused[record.id]["reason"]}
         items.append(summary)
     return {"items": items, "commands": session_commands(session, registry, runnable=runnable), "unavailable": rejections}
 

@@ -15,10 +15,11 @@ from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from covel.errors import SessionNotFound
+from covel.errors import SessionBusy, SessionNotFound
 from sessions import auth, lifecycle
 from plugins_app.errors import PluginNotFound
 from plugins_app.registry import plugin_registry
@@ -43,6 +44,7 @@ from sessions.errors import (
 )
 from sessions.models import Character, CharacterSchema, ChatMessage, DimensionValue, LorebookEntry, Session
 from sessions.plugin_selection import dimension_providers, plugins_resolve, setup_runtimes_initial
+from sessions.world_data_import import contract_data_deliver, world_data_late_import
 
 WORLD_ID_RE = re.compile(r"^[a-z0-9_-]{1,64}$", re.IGNORECASE)
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,159}$")
@@ -331,29 +333,12 @@ def session_create(
 
 def _contract_data_deliver(session: Session, world: ResolvedWorld, content: dict[str, Any], registry, plugin_ids: list[str]) -> None:
     """World data sources with ``to: contract:<c>`` (e.g. ``world.time-definition@1``) become plugin
-    data of every enabled plugin declaring a ``contributes.data`` namespace that ``accepts`` <c>:
-    key = the record's ``key`` field (source ``key``), else the source id. Called inside the
-    creating transaction; kernel write, no event (the session has no subscribers yet)."""
-    from plugins_app.models import PluginData
-
-    sources = ((world.metadata.get("worldData") or {}).get("sources")) or []
-    data = content.get("data") or {}
-    for source in sources:
-        target = source.get("target") if isinstance(source, dict) else None
-        if not isinstance(target, str) or not target.startswith("contract:") or not source.get("enabled", True):
-            continue
-        value = data.get(source.get("id"))
-        if value is None:
-            continue
-        contract = target[len("contract:"):]
-        key_field = source.get("key")
-        key = str(value.get(key_field)) if isinstance(value, dict) and key_field and value.get(key_field) else str(source.get("id"))
-        for plugin_id in plugin_ids:
-            record = registry.get(plugin_id)
-            for namespace, declaration in ((record.manifest.contributes.data or {}) if record else {}).items():
-                if isinstance(declaration, dict) and contract in (declaration.get("accepts") or []):
-                    PluginData.objects.update_or_create(session=session, plugin_id=plugin_id, namespace=namespace, key=key,
-                                                        defaults={"value": value})
+    data of every enabled plugin declaring a ``contributes.data`` namespace that ``accepts`` <c>
+    (sessions.world_data_import). Called inside the creating transaction; kernel write, no event
+    (the session has no subscribers yet); the receivers are remembered in the session's metadata."""
+    delivered = contract_data_deliver(session, world, content, registry, plugin_ids)
+    if delivered.receivers:
+        Session.objects.filter(pk=session.pk).update(metadata=session.metadata)
 
 
 CODE_UNKNOWN_PLUGIN = "unknown-plugin"
@@ -438,37 +423,57 @@ def session_update(session_id: str, *, status: Any = _UNSET, runtime_model_overr
 def session_delete(session_id: str) -> None:
     """DELETE /api/sessions/:id with the spec's ordering (§会话管理 删除按这个顺序进行):
 
-    1. Under the session lock: stop accepting operations (deletion mark + lease, status paused) and
-       rotate the authorization scope (new incarnation nonce), committed on its own.
-    2. Cascade-delete every row of the session (runtime jobs included) in one transaction. A worker
-       running one of its jobs sees the deletion mark (or the missing row) and writes nothing back.
-    Between them, without the lock, the SessionEnd hooks run — once per session (the claim is part of
-    step 1). 409 session_lifecycle_busy while a SessionStart / SessionEnd hook runs.
-    A failure after step 1 leaves the mark (writes keep getting 409) and a retry takes over; a
-    second DELETE while one runs answers 409 session_deleting unless its lease (10 min) expired.
+    1. Under the session row lock: stop accepting operations (deletion mark + lease, status paused)
+       and rotate the authorization scope (new incarnation nonce), committed on its own.
+    2. Drain: the session's queued runtime jobs become stale and the delete waits (at most
+       COVEL_SESSION_DELETE_DRAIN_SECONDS) until none of its running jobs holds its runtime lease
+       (``sessions.ports.session_jobs_drain``, installed by jobs).
+    3. The one SessionEnd of the session is claimed (row lock), then its observe-only hooks run
+       without any lock — once per session: a retry after a failed drain still runs them.
+    4. Holding the session's execution lock (so a turn still running finishes first, bounded by
+       COVEL_SESSION_LOCK_TIMEOUT_SECONDS), cascade-delete every row of the session in one
+       transaction: runtime jobs, plugin data, approvals' generations and media references
+       (``MediaAsset`` rows) go with it; unreferenced media bytes are left to the media GC.
+
+    409 session_lifecycle_busy while a SessionStart / SessionEnd hook runs; 409 session_deleting
+    while another delete runs (unless its 10 min lease expired). A failure after step 1 — a drain or
+    lock that timed out (503 session_busy, retryable), a database error — leaves the mark (writes keep
+    getting 409, the session stays paused, the scope rotated) plus a retry mark: the next DELETE
+    takes over at once and never runs SessionEnd again.
     """
+    from sessions.locks import session_lock
+    from sessions.ports import session_jobs_drain
+
     now = timezone.now()
     with transaction.atomic():
         session = session_locked(session_id)
         if session.deletion_state == Session.DELETION_DELETING and session.deletion_started_at and \
                 now - session.deletion_started_at < DELETE_LEASE and not _is_retry_mark(session):
             raise SessionDeleting()
-        lifecycle.lifecycle_busy_check(session)
+        if not (_is_retry_mark(session) and lifecycle.session_end_marked(session)):
+            lifecycle.lifecycle_busy_check(session)  # (a failed delete's own SessionEnd marker does not block its retry)
         session.deletion_state = Session.DELETION_DELETING
         session.deletion_started_at = now
         if session.status == Session.STATUS_ACTIVE:
             session.status = Session.STATUS_PAUSED
         session.incarnation = secrets.token_hex(16)
-        ends = lifecycle.session_end_claim(session)  # a retried DELETE never runs SessionEnd twice
-        session.save(update_fields=["deletion_state", "deletion_started_at", "status", "incarnation", "metadata", "updated_at"])
-    if ends:
-        # Without the session lock; observe-only hooks (spec 004 删除按这个顺序进行, step 3).
-        lifecycle.session_end_run(session_id, reason="deleted", clear_marker=False)
+        session.save(update_fields=["deletion_state", "deletion_started_at", "status", "incarnation", "updated_at"])
     try:
-        # Runtime jobs go with the session (ON DELETE CASCADE); a worker holding one finds the session
-        # marked deleting (or gone) and commits nothing (jobs.services checks before it runs and commits).
+        # Running jobs of the session find it marked deleting and commit nothing; wait for them
+        # to let go of their runtime locks so none is still working when the rows go.
+        if not session_jobs_drain(session_id, float(settings.COVEL_SESSION_DELETE_DRAIN_SECONDS)):
+            raise SessionBusy()
         with transaction.atomic():
-            Session.objects.filter(pk=session_id).delete()
+            session = session_locked(session_id)
+            ends = lifecycle.session_end_claim(session)  # a retried DELETE never runs SessionEnd twice
+            if ends:
+                session.save(update_fields=["metadata", "updated_at"])
+        if ends:
+            # Without the session lock; observe-only hooks (spec 004 删除按这个顺序进行, step 3).
+            lifecycle.session_end_run(session_id, reason="deleted", clear_marker=False)
+        with session_lock(session_id):
+            with transaction.atomic():
+                Session.objects.filter(pk=session_id).delete()
     except Exception:
         # Leave a retry mark: the next DELETE takes over without waiting for the lease.
         Session.objects.filter(pk=session_id).update(deletion_started_at=datetime(2000, 1, 1, tzinfo=dt_timezone.utc))
@@ -766,10 +771,13 @@ def session_plugin_set(session_id: str, plugin_id: str, *, is_enabled: bool) -> 
     unknown id; 403 plugin_locked when disabling a builtin core plugin; disabling revokes the
     plugin's approvals (its grant generation rotates); 409 session_not_active unless active; 409 dimension_provider_required /
     dimension_provider_conflict per the spec. Nothing changes on error. A newly enabled setup
-    runtime is added to ``setupRuntimes`` as pending. Returns ``{ok, activePluginIds, resolution}``.
+    runtime is added to ``setupRuntimes`` as pending. Returns ``{ok, activePluginIds, resolution}``,
+    plus ``worldData {receivers, imported, conflicts, notices}`` when the session has a world and
+    plugins joined the enabled set: they get the world's data once, in the same transaction
+    (sessions.world_data_import; spec 004 开局后加入的接收插件).
     """
     from sessions.approvals import plugin_grants_revoke
-    from sessions.selectors import plugin_is_locked
+    from sessions.selectors import plugin_is_locked, runnable_plugins
 
     registry = plugin_registry()
     record = registry.get(plugin_id)
@@ -780,6 +788,7 @@ def session_plugin_set(session_id: str, plugin_id: str, *, is_enabled: bool) -> 
     with transaction.atomic():
         session = session_locked(session_id)
         session_check_active(session)
+        was_runnable, _ = runnable_plugins(session, registry)
         if not is_enabled:
             # Disabling revokes the plugin's grants (spec 004 §会话插件管理): its generation rotates.
             plugin_grants_revoke(session, plugin_id)
@@ -803,5 +812,10 @@ def session_plugin_set(session_id: str, plugin_id: str, *, is_enabled: bool) -> 
         session.metadata = meta
         session.active_plugins = resolution.active_plugins
         session.setup_runtimes = setup
+        joined = [p for p in resolution.runnable if p not in was_runnable]
+        world_data = world_data_late_import(session, registry, joined=joined, runnable=resolution.runnable) if is_enabled else None
         session.save(update_fields=["metadata", "active_plugins", "setup_runtimes", "updated_at"])
-    return {"ok": True, "activePluginIds": resolution.runnable, "resolution": resolution.as_dict()}
+    out = {"ok": True, "activePluginIds": resolution.runnable, "resolution": resolution.as_dict()}
+    if world_data is not None:
+        out["worldData"] = world_data.as_dict()
+    return out

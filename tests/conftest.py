@@ -15,6 +15,7 @@ HOW_TO_START = (
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "hosted_only: runs only in the hosted (PostgreSQL + Redis) half of make test")
+    config.addinivalue_line("markers", "e2e: a slow scenario on real processes (tests/e2e/, make e2e only)")
     if getattr(settings, "STORE_BACKEND", None) != "pg":
         return
     import psycopg

@@ -15,6 +15,10 @@ Wire behaviour (``Quirks``):
   given before the next normal reply; ``"when_tool": name`` keeps one for the next request that
   offers that tool (one runtime's call).
 - ``GET /v1/models`` lists ``models``.
+- ``POST /v1/embeddings`` (``{"model", "input"}``) answers ``{"data": [{"index", "embedding"}]}``:
+  deterministic vectors of ``embedding_dim`` floats hashed from the input's words (texts sharing
+  words point the same way); ``embedding_faults`` is a queue of ``{"status": n}`` answers given
+  before the next normal one. These requests are kept in ``requests`` too.
 
 The brain (``GameBrain``) recognises a runtime by the tools it is offered and answers as a
 careful model following that runtime's prompt would: the story runtime writes prose naming the people
@@ -87,6 +91,8 @@ class ModelPeer:
         self.brain = brain or GameBrain()
         self.models = ["peer-large", "peer-small"]
         self.faults: list[dict[str, Any]] = []
+        self.embedding_dim = 16
+        self.embedding_faults: list[dict[str, Any]] = []
         self.requests: list[Seen] = []
         self.errors: list[str] = []
         self._lock = threading.Lock()
@@ -113,6 +119,9 @@ class ModelPeer:
                 except ValueError:
                     body = {}
                 seen = Seen(self.path, dict(self.headers), body, received_at=time.perf_counter())
+                if self.path.rstrip("/").endswith("/embeddings"):
+                    owner._embeddings(self, seen, body)
+                    return
                 with owner._lock:
                     owner.requests.append(seen)
                     offered = [t.get("function", {}).get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
@@ -154,6 +163,28 @@ class ModelPeer:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="model-peer", daemon=True)
+
+    # ------------------------------------------------------------------ embeddings
+
+    def _embeddings(self, handler: BaseHTTPRequestHandler, seen: Seen, body: dict[str, Any]) -> None:
+        with self._lock:
+            self.requests.append(seen)
+            fault = self.embedding_faults.pop(0) if self.embedding_faults else None
+        if fault is not None:
+            status, payload = fault.get("status", 500), {"error": {"message": fault.get("message", "embedding failed")}}
+        else:
+            inputs = body.get("input")
+            texts = [inputs] if isinstance(inputs, str) else list(inputs or [])
+            status = 200
+            payload = {"object": "list", "model": body.get("model"), "data": [
+                {"object": "embedding", "index": i, "embedding": peer_embedding(str(t), self.embedding_dim)}
+                for i, t in enumerate(texts)]}
+        raw = json.dumps(payload).encode()
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(raw)))
+        handler.end_headers()
+        handler.wfile.write(raw)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -481,3 +512,15 @@ def _example(schema: dict[str, Any], *, hint: str = "", depth: int = 0) -> Any:
     high = schema.get("maxLength")
     text = (text + " " + "detail " * 10)[:max(low, len(text))] if len(text) < low else text
     return text[:high] if isinstance(high, int) else text
+
+
+def peer_embedding(text: str, dim: int) -> list[float]:
+    """The peer's embedding of ``text``: a sum of per-word pseudo-random ±1 vectors (word hashing)."""
+    import hashlib
+
+    vector = [0.0] * dim
+    for word in re.findall(r"[a-z0-9]+", text.lower()) or ["<empty>"]:
+        digest = hashlib.sha256(word.encode()).digest()
+        for i in range(dim):
+            vector[i] += 1.0 if digest[i % len(digest)] >> (i // len(digest)) & 1 else -1.0
+    return vector

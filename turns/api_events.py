@@ -10,9 +10,11 @@ from django.db import transaction
 from ninja import Router
 
 from covel.errors import ApiError, Conflict, Forbidden, error_response
+from covel.openapi import OWNER, SESSION_ERRORS, contract, errors_merge
 from covel.ratelimit import RateLimitExceeded, rate_limit_hit
 from turns import event_stream
 from turns.events import TOPIC_GAME, TYPE_EVENT_EMITTED, NewEvent, cursor_parse, session_events_append
+from turns.schemas import EventEmitIn, EventEmitOut, EventStreamQuery
 
 router = Router(tags=["events"])
 
@@ -31,6 +33,11 @@ def stream_cursor_choose(query: str | None, header: str | None) -> str | None:
 
 
 @router.get("/events/stream", include_in_schema=True, summary="SSE stream of a session's events")
+@contract(query=EventStreamQuery, security=OWNER, stream=(
+    "Named-event SSE stream of the session: `event: <type>`, `id: <epoch>:<seq>`, `data: SubscriptionEvent`; "
+    "`: keep-alive` comments while idle"), errors=errors_merge(SESSION_ERRORS, {
+    400: "sessionId required / Invalid topics", 429: "rate_limit_exceeded (with Retry-After) / connection_limit_exceeded / "
+    "global_connection_limit_exceeded"}))
 async def stream_events(request):
     """Named-event SSE stream of one session (spec 004 §事件系统, §SSE 协议).
 
@@ -66,6 +73,9 @@ async def stream_events(request):
 
 
 @router.post("/events/emit", summary="Inject an external event into a session's stream")
+@contract(ok=EventEmitOut, body=EventEmitIn, security=OWNER, errors=errors_merge(SESSION_ERRORS, {
+    400: "topic / sessionId missing, payload not an object", 403: "event injection is disabled (demo/commercial "
+    "without ENABLE_DEBUG_PAGE)", 409: "session_not_active"}))
 def emit_event(request):
     """Append ``event.emitted`` (topic ``game``, payload ``{"topic", "data"}``) to a session's log
     (spec 004 §事件系统 POST /api/events/emit). Does not trigger runtimes.

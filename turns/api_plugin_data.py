@@ -10,6 +10,7 @@ from django.http import HttpRequest
 from ninja import Router
 
 from covel.errors import ApiError, Forbidden
+from covel.openapi import OWNER, SESSION_ERRORS, Ok, contract, errors_merge
 from plugins_app import selectors_plugin_data as selectors
 from plugins_app.errors import PluginNotFound
 from plugins_app.registry import plugin_registry
@@ -17,6 +18,7 @@ from sessions.api_scope import request_json, session_scope
 from sessions.selectors import runnable_plugins
 from sessions.services import session_check_active
 from turns import services_plugin_data as services
+from turns.schemas import PluginDataIndexOut, PluginDataItemOut, PluginDataListOut, PluginDataPutIn, PluginDataPutOut
 
 router = Router(tags=["plugin-data"])
 
@@ -37,6 +39,7 @@ def _write_checks(session, plugin_id: str, namespace: str) -> None:
 
 
 @router.get("/sessions/{session_id}/plugin-data", auth=session_scope)
+@contract(ok=PluginDataListOut, security=OWNER, errors=SESSION_ERRORS)
 def list_session_plugin_data(request: HttpRequest, session_id: str):
     """Visible data of every active, registered plugin; each item carries ``pluginId``."""
     runnable, _ = runnable_plugins(request.auth, plugin_registry())
@@ -44,24 +47,29 @@ def list_session_plugin_data(request: HttpRequest, session_id: str):
 
 
 @router.get("/sessions/{session_id}/plugin-data/{plugin_id}", auth=session_scope)
+@contract(ok=PluginDataListOut, security=OWNER, errors=errors_merge(SESSION_ERRORS, {404: "plugin_not_found: unknown plugin"}))
 def list_plugin_data(request: HttpRequest, session_id: str, plugin_id: str):
     _plugin_known(plugin_id)
     return {"items": selectors.plugin_data_list(request.auth, plugin_id)}
 
 
 @router.get("/sessions/{session_id}/plugin-data/{plugin_id}/_index", auth=session_scope)
+@contract(ok=PluginDataIndexOut, security=OWNER, errors=errors_merge(SESSION_ERRORS, {404: "plugin_not_found: unknown plugin"}))
 def index_plugin_data(request: HttpRequest, session_id: str, plugin_id: str):
     _plugin_known(plugin_id)
     return selectors.plugin_data_index(request.auth, plugin_id)
 
 
 @router.get("/sessions/{session_id}/plugin-data/{plugin_id}/{namespace}", auth=session_scope)
+@contract(ok=PluginDataListOut, security=OWNER, errors=errors_merge(SESSION_ERRORS, {404: "plugin_not_found: unknown plugin"}))
 def list_plugin_data_namespace(request: HttpRequest, session_id: str, plugin_id: str, namespace: str):
     _plugin_known(plugin_id)
     return {"items": selectors.plugin_data_list(request.auth, plugin_id, namespace)}
 
 
 @router.get("/sessions/{session_id}/plugin-data/{plugin_id}/{namespace}/{key}", auth=session_scope)
+@contract(ok=PluginDataItemOut, security=OWNER, errors=errors_merge(SESSION_ERRORS, {
+    404: "plugin_not_found / plugin_data_not_found"}))
 def get_plugin_data(request: HttpRequest, session_id: str, plugin_id: str, namespace: str, key: str):
     _plugin_known(plugin_id)
     row = selectors.plugin_data_get(request.auth, plugin_id, namespace, key)
@@ -71,6 +79,8 @@ def get_plugin_data(request: HttpRequest, session_id: str, plugin_id: str, names
 
 
 @router.put("/sessions/{session_id}/plugin-data/{plugin_id}/{namespace}/{key}", auth=session_scope)
+@contract(ok=PluginDataPutOut, body=PluginDataPutIn, security=OWNER, errors=errors_merge(SESSION_ERRORS, {
+    400: "invalid_request_body: the body is not {value}", 403: "plugin_not_enabled / a reserved namespace", 404: "plugin_not_found", 409: "session_not_active", 413: "the value exceeds 256 KiB"}))
 def put_plugin_data(request: HttpRequest, session_id: str, plugin_id: str, namespace: str, key: str):
     _write_checks(request.auth, plugin_id, namespace)
     data = request_json(request)
@@ -81,6 +91,7 @@ def put_plugin_data(request: HttpRequest, session_id: str, plugin_id: str, names
 
 
 @router.delete("/sessions/{session_id}/plugin-data/{plugin_id}/{namespace}/{key}", auth=session_scope)
+@contract(ok=Ok, security=OWNER, errors=errors_merge(SESSION_ERRORS, {403: "plugin_not_enabled / a reserved namespace", 404: "plugin_not_found", 409: "session_not_active", 413: "the value exceeds 256 KiB"}))
 def delete_plugin_data(request: HttpRequest, session_id: str, plugin_id: str, namespace: str, key: str):
     _write_checks(request.auth, plugin_id, namespace)
     services.plugin_data_delete(session_id=session_id, plugin_id=plugin_id, namespace=namespace, key=key)

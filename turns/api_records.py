@@ -9,9 +9,13 @@ from django.http import HttpRequest
 from ninja import Router
 
 from sessions.api_scope import session_scope
+from covel.openapi import OWNER, SESSION_ERRORS, contract, errors_merge
 from plugins_app.registry import plugin_registry
 from sessions.errors import InvalidRequest, OutputNotFound
 from turns import selectors_records as records
+from turns.schemas import (CursorQuery, FullPromptOut, InteractionRecordsOut, InteractionRecordsQuery, LimitQuery,
+                           RuntimeOutputOut, RuntimeOutputsOut, RuntimeOutputsQuery, TracePageQuery, TracesOut,
+                           TraceTurnsOut, TurnResultsOut)
 
 router = Router(tags=["records"])
 
@@ -30,6 +34,7 @@ def _limit(request: HttpRequest, default: int, maximum: int) -> int:
 
 
 @router.get("/traces/{session_id}", auth=session_scope)
+@contract(ok=TracesOut, query=CursorQuery, security=OWNER, errors=errors_merge(SESSION_ERRORS, {400: "invalid_query / invalid_cursor"}))
 def list_traces(request: HttpRequest, session_id: str):
     """Newest ≤5000 events (oldest first); ``?cursor`` reads older ones; discovery only without cursor."""
     cursor = request.GET.get("cursor") or None
@@ -41,6 +46,7 @@ def list_traces(request: HttpRequest, session_id: str):
 
 
 @router.get("/traces/{session_id}/turns", auth=session_scope)
+@contract(ok=TraceTurnsOut, query=CursorQuery, security=OWNER, errors=errors_merge(SESSION_ERRORS, {400: "invalid_query / invalid_cursor"}))
 def list_trace_turns(request: HttpRequest, session_id: str):
     cursor = request.GET.get("cursor") or None
     events, next_cursor = records.traces_window(request.auth, limit=records.TRACE_WINDOW_MAX, cursor=cursor)
@@ -51,6 +57,8 @@ def list_trace_turns(request: HttpRequest, session_id: str):
 
 
 @router.get("/traces/{session_id}/turns/page", auth=session_scope)
+@contract(ok=TraceTurnsOut, query=TracePageQuery, security=OWNER,
+          errors=errors_merge(SESSION_ERRORS, {400: "invalid_query / invalid_cursor"}))
 def list_trace_turns_page(request: HttpRequest, session_id: str):
     """``?limit`` events (default 400, max 500) grouped by turn; ``nextCursor`` = page's oldest event."""
     cursor = request.GET.get("cursor") or None
@@ -63,12 +71,15 @@ def list_trace_turns_page(request: HttpRequest, session_id: str):
 
 
 @router.get("/sessions/{session_id}/turns", auth=session_scope)
+@contract(ok=TurnResultsOut, query=LimitQuery, security=OWNER, errors=errors_merge(SESSION_ERRORS, {400: "invalid_query / invalid_cursor"}))
 def list_session_turns(request: HttpRequest, session_id: str):
     limit = _limit(request, records.TURNS_LIMIT_MAX, records.TURNS_LIMIT_MAX)
     return {"items": records.turn_results_list(request.auth, plugin_registry(), limit=limit)}
 
 
 @router.get("/sessions/{session_id}/runtime-outputs", auth=session_scope)
+@contract(ok=RuntimeOutputsOut, query=RuntimeOutputsQuery, security=OWNER,
+          errors=errors_merge(SESSION_ERRORS, {400: "invalid_query / invalid_cursor"}))
 def list_runtime_outputs(request: HttpRequest, session_id: str):
     since = None
     if request.GET.get("since"):
@@ -86,6 +97,7 @@ def list_runtime_outputs(request: HttpRequest, session_id: str):
 
 
 @router.get("/sessions/{session_id}/runtime-outputs/{output_id}", auth=session_scope)
+@contract(ok=RuntimeOutputOut, security=OWNER, errors=errors_merge(SESSION_ERRORS, {404: "output_not_found"}))
 def get_runtime_output(request: HttpRequest, session_id: str, output_id: str):
     row = records.runtime_output_get(request.auth, output_id)
     if row is None:
@@ -94,6 +106,7 @@ def get_runtime_output(request: HttpRequest, session_id: str, output_id: str):
 
 
 @router.get("/sessions/{session_id}/runtime-outputs/{output_id}/full-prompt", auth=session_scope)
+@contract(ok=FullPromptOut, security=OWNER, errors=errors_merge(SESSION_ERRORS, {404: "output_not_found"}))
 def get_runtime_output_full_prompt(request: HttpRequest, session_id: str, output_id: str):
     row = records.runtime_output_get(request.auth, output_id)
     if row is None:
@@ -102,6 +115,8 @@ def get_runtime_output_full_prompt(request: HttpRequest, session_id: str, output
 
 
 @router.get("/sessions/{session_id}/interaction-records", auth=session_scope)
+@contract(ok=InteractionRecordsOut, query=InteractionRecordsQuery, security=OWNER,
+          errors=errors_merge(SESSION_ERRORS, {400: "invalid_query / invalid_cursor"}))
 def list_interaction_records(request: HttpRequest, session_id: str):
     items = records.interaction_records_list(
         request.auth, record_type=request.GET.get("type") or None, source=request.GET.get("source") or None,

@@ -9,7 +9,9 @@ from django.http import HttpRequest
 from ninja import Router
 
 from covel.errors import ApiError, Conflict
+from covel.openapi import OWNER, SESSION_ERRORS, contract, errors_merge
 from sessions.api_scope import request_json, session_scope
+from turns.schemas import SetupRuntimeOut, SetupWaiveIn
 from turns.engine.setup import SetupNotBlocked, setup_runtime_retry, setup_runtime_waive
 
 router = Router(tags=["setup"])
@@ -18,6 +20,8 @@ CONFIRM_REQUIRED = "confirm_required"
 
 
 @router.post("/sessions/{session_id}/setup/{path:runtime_id}/retry", auth=session_scope)
+@contract(ok=SetupRuntimeOut, security=OWNER, errors=errors_merge(SESSION_ERRORS, {
+    409: "the setup runtime is not blocked"}))
 def retry_setup_runtime(request: HttpRequest, session_id: str, runtime_id: str):
     """Reset a blocked setup runtime to pending (generation + 1, attempts 0)."""
     try:
@@ -28,6 +32,8 @@ def retry_setup_runtime(request: HttpRequest, session_id: str, runtime_id: str):
 
 
 @router.post("/sessions/{session_id}/setup/{path:runtime_id}/waive", auth=session_scope)
+@contract(ok=SetupRuntimeOut, body=SetupWaiveIn, security=OWNER, errors=errors_merge(SESSION_ERRORS, {
+    400: "confirm_required: the body is not {\"confirm\": true}", 409: "the setup runtime is not blocked"}))
 def waive_setup_runtime(request: HttpRequest, session_id: str, runtime_id: str):
     """Mark a blocked setup runtime done {resolution: waived} with a degradation warning."""
     if request_json(request).get("confirm") is not True:

@@ -12,10 +12,13 @@ from ninja import Router
 from ninja.responses import Status
 
 from covel.errors import error_response
+from covel.openapi import BUSY_ERRORS, OWNER, SESSION_ERRORS, contract, errors_merge
 from turns import snapshots
 from sessions.api_scope import request_json, session_scope
 from covel.auth import require_operator
 from sessions.errors import InvalidRequest
+from turns.schemas import (ForkIn, ForkOut, SnapshotDeleteOut, SnapshotIn, SnapshotListOut, SnapshotOut,
+                           SnapshotPageQuery, SnapshotRestoreOut)
 
 router = Router(tags=["snapshots"])
 
@@ -40,6 +43,8 @@ def fork_scope(request: HttpRequest):
 
 
 @router.post("/sessions/{session_id}/snapshots", auth=session_scope, response={201: dict})
+@contract(ok=SnapshotOut, status=201, body=SnapshotIn, body_required=False, security=OWNER,
+          errors=errors_merge(SESSION_ERRORS, BUSY_ERRORS, {400: "invalid_request: label not a string of at most 256"}))
 def create_snapshot(request: HttpRequest, session_id: str):
     """Save the current state as a ``kind: manual`` snapshot; optional body ``{label}``. 201 SnapshotRecord."""
     data = request_json(request)
@@ -48,23 +53,29 @@ def create_snapshot(request: HttpRequest, session_id: str):
 
 
 @router.get("/sessions/{session_id}/snapshots", auth=session_scope)
+@contract(ok=SnapshotListOut, query=SnapshotPageQuery, security=OWNER, errors=errors_merge(SESSION_ERRORS, {
+    400: "invalid_query / invalid_cursor"}))
 def list_snapshots(request: HttpRequest, session_id: str):
     """Snapshot metadata pages: ``?limit`` (default 50, max 500), ``?cursor`` (400 invalid_cursor)."""
     return snapshots.snapshot_list(session_id, limit=_limit_param(request), cursor=request.GET.get("cursor") or None)
 
 
 @router.get("/sessions/{session_id}/snapshots/{snapshot_id}", auth=session_scope)
+@contract(ok=SnapshotOut, security=OWNER, errors=errors_merge(SESSION_ERRORS, {404: "snapshot_not_found"}))
 def get_snapshot(request: HttpRequest, session_id: str, snapshot_id: str):
     return snapshots.snapshot_out(snapshots.snapshot_get(session_id, snapshot_id))
 
 
 @router.delete("/sessions/{session_id}/snapshots/{snapshot_id}", auth=session_scope)
+@contract(ok=SnapshotDeleteOut, security=OWNER, errors=errors_merge(SESSION_ERRORS, {404: "snapshot_not_found"}))
 def delete_snapshot(request: HttpRequest, session_id: str, snapshot_id: str):
     snapshots.snapshot_delete(session_id, snapshot_id)
     return {"ok": True, "snapshotId": snapshot_id}
 
 
 @router.post("/sessions/{session_id}/snapshots/{snapshot_id}/restore", auth=session_scope)
+@contract(ok=SnapshotRestoreOut, security=OWNER, errors=errors_merge(SESSION_ERRORS, BUSY_ERRORS, {
+    404: "snapshot_not_found", 409: "session_not_active / session_deleting / a turn is running"}))
 def restore_snapshot(request: HttpRequest, session_id: str, snapshot_id: str):
     """Put the session back to the snapshot's state: ``{ok, sessionId, snapshotId, completedPlayerTurns}``."""
     snapshot = snapshots.snapshot_restore(session_id, snapshot_id)
@@ -73,6 +84,10 @@ def restore_snapshot(request: HttpRequest, session_id: str, snapshot_id: str):
 
 
 @router.post("/sessions/{session_id}/fork", auth=fork_scope, response={201: dict})
+@contract(ok=ForkOut, status=201, body=ForkIn, security=OWNER, errors=errors_merge(SESSION_ERRORS, BUSY_ERRORS, {
+    400: "invalid_request: fromSnapshotId is required", 401: "operator_token_required (demo/commercial: the owner "
+    "token alone cannot fork)", 404: "snapshot_not_found", 429: "rate_limit_exceeded (10 a minute per parent and "
+    "client address; Retry-After)"}))
 def fork_session(request: HttpRequest, session_id: str):
     """Body ``{fromSnapshotId}`` (400 when missing). 201 ``{sessionId, parentSessionId, fromSnapshotId,
     forkSnapshotId, missingMediaCount, ownerToken}``; the child's owner token appears only here.

@@ -45,6 +45,10 @@ database. ``provider_keys_put`` keeps them until the worker claims the execution
 The worker then holds them in memory for the whole execution (``execution_run(provider_keys=...)``).
 Keys that expired before a worker claimed the execution are gone: the turn runs with the
 server's own ``{PROVIDER}_API_KEY`` keys, if any.
+The request's model routing travels the same way and with the keys (``provider_keys_put(...,
+routing=...)``, ``request_context_take``): ``{"slotConfig"?: <X-Slot-Config JSON>, "relay"?:
+<X-Model-Relay channel id>}`` — per-request settings that, like the keys, are never stored (the relay
+channel id is what lets a browser answer the player's model calls, covel.model_relay).
 """
 from __future__ import annotations
 
@@ -55,6 +59,7 @@ import logging
 import threading
 import time
 import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -319,7 +324,17 @@ def turn_steer(session, message: str) -> dict[str, Any]:
 
 # --- provider keys ------------------------------------------------------------------------------
 
-_memory_keys: dict[str, tuple[float, dict[str, str]]] = {}
+
+@dataclass(frozen=True)
+class RequestContext:
+    """What an action request leaves for its worker besides the row (see module docstring):
+    ``keys`` {provider: key} and ``routing`` {"slotConfig"?, "relay"?}."""
+
+    keys: dict[str, str] = field(default_factory=dict)
+    routing: dict[str, Any] = field(default_factory=dict)
+
+
+_memory_keys: dict[str, tuple[float, RequestContext]] = {}
 _memory_guard = threading.Lock()
 _redis_state: dict[str, Any] = {}
 
@@ -350,40 +365,63 @@ def _fernet():
     return Fernet(base64.urlsafe_b64encode(digest))
 
 
-def provider_keys_put(execution_id: str, keys: dict[str, str], *, ttl_seconds: float = PROVIDER_KEYS_TTL_SECONDS) -> None:
-    """Keep ``keys`` for the worker that will claim ``execution_id`` (see module docstring).
+def provider_keys_put(execution_id: str, keys: dict[str, str], *, ttl_seconds: float = PROVIDER_KEYS_TTL_SECONDS,
+                      routing: dict[str, Any] | None = None) -> None:
+    """Keep ``keys`` (and the request's model ``routing``, see module docstring) for the worker
+    that will claim ``execution_id``.
 
-    Call before the execution's task can be enqueued (inside its row's transaction). No-op for an
-    empty map. Raises redis.RedisError when the hosted store cannot take them.
+    Call before the execution's task can be enqueued (inside its row's transaction). No-op when
+    both are empty. Raises redis.RedisError when the hosted store cannot take them.
     """
-    if not keys:
+    if not keys and not routing:
         return
+    context = RequestContext(dict(keys or {}), dict(routing or {}))
     if _uses_memory():
         now = time.monotonic()
         with _memory_guard:
             _memory_sweep(now)
-            _memory_keys[str(execution_id)] = (now + ttl_seconds, dict(keys))
+            _memory_keys[str(execution_id)] = (now + ttl_seconds, context)
         return
-    token = _fernet().encrypt(json.dumps(keys).encode("utf-8"))
+    token = _fernet().encrypt(json.dumps({"keys": context.keys, "routing": context.routing}).encode("utf-8"))
     _redis().set(_REDIS_KEYS_PREFIX + str(execution_id), token, ex=max(1, int(ttl_seconds)))
 
 
 def provider_keys_take(execution_id: str) -> dict[str, str] | None:
     """Remove and return the keys kept for ``execution_id`` (None when there are none or they
-    expired). Called once by the worker that claimed the execution."""
+    expired); the routing kept with them is dropped (``request_context_take`` returns both)."""
+    context = request_context_take(execution_id)
+    return context.keys if context is not None else None
+
+
+def request_context_take(execution_id: str) -> RequestContext | None:
+    """Remove and return the keys and routing kept for ``execution_id`` (None when nothing is kept
+    or it expired). Called once by the worker that claimed the execution."""
+    return _request_context_read(execution_id, remove=True)
+
+
+def request_context_peek(holder_id: str) -> RequestContext | None:
+    """The keys and routing kept under ``holder_id`` (an execution id, or ``job:<jobId>`` for a
+    runtime job), left in place until they expire or are discarded; None when nothing is kept."""
+    return _request_context_read(holder_id, remove=False)
+
+
+def _request_context_read(execution_id: str, *, remove: bool) -> RequestContext | None:
     now = time.monotonic()
     with _memory_guard:
         _memory_sweep(now)
-        entry = _memory_keys.pop(str(execution_id), None)
+        entry = _memory_keys.pop(str(execution_id), None) if remove else _memory_keys.get(str(execution_id))
     if entry is not None:
         return entry[1]
     if not settings.REDIS_URL:
         return None
     try:
-        pipe = _redis().pipeline(transaction=True)
-        pipe.get(_REDIS_KEYS_PREFIX + str(execution_id))
-        pipe.delete(_REDIS_KEYS_PREFIX + str(execution_id))
-        token = pipe.execute()[0]
+        if remove:
+            pipe = _redis().pipeline(transaction=True)
+            pipe.get(_REDIS_KEYS_PREFIX + str(execution_id))
+            pipe.delete(_REDIS_KEYS_PREFIX + str(execution_id))
+            token = pipe.execute()[0]
+        else:
+            token = _redis().get(_REDIS_KEYS_PREFIX + str(execution_id))
     except Exception:
         logger.warning("execution %s: provider keys could not be read from Redis", execution_id, exc_info=True)
         return None
@@ -392,11 +430,15 @@ def provider_keys_take(execution_id: str) -> dict[str, str] | None:
     from cryptography.fernet import InvalidToken
 
     try:
-        keys = json.loads(_fernet().decrypt(token))
+        stored = json.loads(_fernet().decrypt(token))
     except (InvalidToken, ValueError):
         logger.warning("execution %s: provider keys in Redis could not be decrypted", execution_id)
         return None
-    return keys if isinstance(keys, dict) else None
+    if not isinstance(stored, dict):
+        return None
+    if set(stored) == {"keys", "routing"} and isinstance(stored["keys"], dict) and isinstance(stored["routing"], dict):
+        return RequestContext(stored["keys"], stored["routing"])
+    return RequestContext(stored, {})  # a flat {provider: key} map, as written before the routing
 
 
 def provider_keys_discard(execution_id: str) -> None:

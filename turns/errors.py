@@ -26,6 +26,10 @@ SESSION_DELETING = "session_deleting"
 NO_ACTIVE_PLUGINS = "no_active_plugins"
 SESSION_INCARNATION_CHANGED = "session_incarnation_changed"
 EXECUTION_FAILED = "execution_failed"
+# Answers to a form whose plugin validator cannot run (spec 004 §玩家交互 流开始之前的 JSON 响应).
+FORM_PROVIDER_INACTIVE = "form_provider_inactive"
+FORM_PROVIDER_UNAVAILABLE = "form_provider_unavailable"
+FORM_VALIDATOR_UNDECLARED = "form_validator_undeclared"
 
 STATUS_BY_CODE = {
     INVALID_ACTION_REQUEST: 400,
@@ -40,6 +44,9 @@ STATUS_BY_CODE = {
     SESSION_DELETING: 409,
     NO_ACTIVE_PLUGINS: 400,
     REQUEST_ID_CONFLICT: 409,
+    FORM_PROVIDER_INACTIVE: 400,
+    FORM_PROVIDER_UNAVAILABLE: 400,
+    FORM_VALIDATOR_UNDECLARED: 400,
 }
 
 

@@ -48,7 +48,7 @@ from django.db import InterfaceError, OperationalError, connections
 from django.http import StreamingHttpResponse
 
 from covel.errors import ApiError
-from covel import eventbus
+from covel import eventbus, metrics
 from turns.events import (
     TOPIC_SYSTEM,
     TOPICS,
@@ -642,6 +642,7 @@ async def event_stream(start: StreamStart, topics: frozenset[str] | None, slot: 
     """
     hub = _hub()
     feed = hub.attach(start)
+    metrics.stream_opened(metrics.STREAM_EVENTS)
     try:
         session_id, epoch = start.session_id, start.epoch
         cursor = start.seq
@@ -696,6 +697,7 @@ async def event_stream(start: StreamStart, topics: frozenset[str] | None, slot: 
             # keep-alive deadlines above (timers per stream cost memory and CPU at fan-out).
             await changed.wait()
     finally:
+        metrics.stream_closed(metrics.STREAM_EVENTS)
         hub.detach(feed)
         slot.release()
 

@@ -160,7 +160,15 @@ class Suspension(models.Model):
 
 
 class InteractionRecord(models.Model):
-    """A form / choice / confirm a turn asked the player, and the answer when it came."""
+    """A form / choice / confirmation a turn asked the player (``type`` form | choice | confirmation,
+    ``status`` pending → answered, ``answer`` {values, filledNarrative, answeredTurnId}), or an
+    external-input record of spec 004 §统一翻译层 (``status`` input, ``type`` message | form-submit |
+    click | skill-invoke | rpc-call, ``spec`` {source, channel, payload, metaData?}, a unique
+    ``interaction_id``; written with the committed turn)."""
+
+    STATUS_PENDING = "pending"
+    STATUS_ANSWERED = "answered"
+    STATUS_INPUT = "input"
 
     session = models.ForeignKey("covel_sessions.Session", on_delete=models.CASCADE, related_name="interactions")
     interaction_id = models.CharField(max_length=160)
@@ -178,3 +186,41 @@ class InteractionRecord(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["session", "turn_id", "interaction_id"], name="uniq_interaction_per_turn")
         ]
+
+
+class MemoryIndex(models.Model):
+    """A session's memory index (spec 004 §GET /api/sessions/:id/memory-index): the embedding model
+    it is locked to (``provider``/``model_name``/``dim``/``locked_at``; empty provider = unlocked),
+    ``generation`` (bumped by every rebuild: a write embedded under an older generation is dropped)
+    and the background re-index progress (``rebuild_state`` idle|running|failed, ``indexed``/``total``).
+    Written only by turns.engine.memory_index."""
+
+    session = models.OneToOneField("covel_sessions.Session", on_delete=models.CASCADE, primary_key=True,
+                                   related_name="memory_index")
+    provider = models.CharField(max_length=64, blank=True, default="")
+    model_name = models.CharField(max_length=256, blank=True, default="")
+    dim = models.IntegerField(default=0)
+    locked_at = models.DateTimeField(null=True, blank=True)
+    generation = models.IntegerField(default=0)
+    rebuild_state = models.CharField(max_length=16, default="idle")
+    indexed = models.IntegerField(default=0)
+    total = models.IntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+
+class MemoryVector(models.Model):
+    """One embedded memory item of a session: ``item_key`` names it (``message:<id>``,
+    ``lorebook:<id>``, ``character:<id>``, ``plugin:<plugin>/<ns>/<key>``, ``summary:<n>``),
+    ``source`` recall|archival, ``text_hash`` (SHA-1 of the embedded text: a changed item is
+    re-embedded, a stale vector never scores), ``vector`` little-endian float32, unit length."""
+
+    session = models.ForeignKey("covel_sessions.Session", on_delete=models.CASCADE, related_name="memory_vectors")
+    item_key = models.CharField(max_length=512)
+    source = models.CharField(max_length=16)
+    text_hash = models.CharField(max_length=40)
+    dim = models.IntegerField()
+    vector = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "item_key"], name="uniq_memory_vector_item")]

@@ -17,10 +17,13 @@ kinds (``kind`` decides; nothing is guessed from other fields):
   record schema) and raises ``StoreRejected`` the handler may catch. → 200 ``{status: "ok", result}``.
 - ``runtime`` ``{pluginId, runtimeId, payload?, expectsBackgroundFollower?, retryFromTurnId?}``: one
   manual run through the full turn flow (turns.engine.manual) → 200 ``{status: "ok", turnId,
-  runtimeResults, durationMs}``; ``schedule.background`` (or expectsBackgroundFollower) → a durable
-  ``_runtime_jobs`` job (origin.activation ``manual``) queued under the lock through the engine's
-  ``runtime_jobs_stage`` port → 202 ``{status: "accepted", jobId, pending: true, turnId, runtimeId,
-  phase?}``.
+  runtimeResults, durationMs, deferredJobs?}`` (``deferredJobs``: the background followers its
+  emitted events queued in the same commit, turns.engine.followers); ``schedule.background`` (or
+  expectsBackgroundFollower) → a durable ``_runtime_jobs`` job (origin.activation ``manual``) queued
+  under the lock through the engine's ``runtime_jobs_stage`` port → 202 ``{status: "accepted", jobId,
+  pending: true, turnId, runtimeId, phase?}``; with ``phase: "prompt"`` the job fails
+  ``follower-not-emitted`` when the entry woke no follower. X-Plugin-User-Settings reach the run (and
+  the job's frozen ``userSettings``). A plugin the fault breaker paused is 404 plugin_not_active.
 - ``command`` ``{commandId, input | args}``: a command of the session's catalogue (framework
   ``/plugins``, ``/debug`` and the runnable plugins' ``contributes.commands``), arguments validated
   against its declaration, then its action runs as above with ``ctx.command`` / payload
@@ -43,6 +46,7 @@ import json
 import logging
 import shlex
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,12 +55,15 @@ import jsonschema
 from django.conf import settings
 from django.db import connections, transaction
 
+from covel.credentials import credentials_scope
 from covel.errors import ApiError, SessionNotFound
+from plugins_app.diagnostics import CALLER_FRAMEWORK, CONTRACT_RPC_ACTION, call_record
 from plugins_app.errors import PluginNotFound
 from plugins_app.models import PluginData
 from plugins_app.selectors_plugin_data import RESERVED_PREFIX
 from plugins_app.trust import action_is_reserved, event_action
 from sessions import approvals, locks
+from sessions.faults import plugins_paused
 from sessions.grants import code_grant_checker
 from sessions.models import Session, TurnMessage
 from sessions.selectors import runnable_plugins, session_commands, session_out
@@ -75,6 +82,8 @@ SOURCE_COMPOSER, SOURCE_PLUGIN_UI = "composer", "plugin-ui"
 TURN_MESSAGES_MAX = 200
 BACKGROUND_QUEUE_MAX = 256
 ACTIVATION_MANUAL, ACTIVATION_EVENT = "manual", "event"
+#: 202 ``phase`` (and job payload ``phase``) of an expectsBackgroundFollower run of a sync runtime.
+PHASE_PROMPT = "prompt"
 
 #: kind → (required fields, accepted fields)
 _FIELDS: dict[str, tuple[set[str], set[str]]] = {
@@ -170,6 +179,9 @@ def _plugin_active(session: Session, registry, plugin_id: str):
         rejection = next((r for r in rejections if r.get("pluginId") == plugin_id), None)
         reason = f" ({rejection.get('reason')})" if rejection else ""
         raise E.PluginRpcError(E.RPC_PLUGIN_NOT_ACTIVE, f"Plugin is not active in this session: {plugin_id}{reason}")
+    if plugin_id in plugins_paused(session.metadata):
+        raise E.PluginRpcError(E.RPC_PLUGIN_NOT_ACTIVE,
+                               f"Plugin is not active in this session: {plugin_id} (paused after repeated faults; resume it first)")
     return registry.get(plugin_id)
 
 
@@ -336,6 +348,25 @@ def _timeout_seconds() -> float:
     return float(settings.COVEL_RPC_HANDLER_TIMEOUT_SECONDS)
 
 
+def _handler_run_recorded(handler, ctx: RpcContext, payload: Any, *, incarnation: str) -> Any:
+    """``_handler_run``, recorded in the process's call window for the session's plugin diagnostics
+    (plugins_app.diagnostics: identities, duration and outcome only — no payload or result)."""
+    outcome, error_code = "error", "handler-error"
+    started = time.monotonic()
+    try:
+        value = _handler_run(handler, ctx, payload)
+        outcome, error_code = "success", None
+        return value
+    except E.PluginRpcError as exc:
+        if exc.code == E.RPC_HANDLER_TIMEOUT:
+            outcome, error_code = "timeout", "timeout"
+        raise
+    finally:
+        call_record(session_id=ctx.session_id, incarnation=incarnation, caller_plugin_id=CALLER_FRAMEWORK,
+                    provider_plugin_id=ctx.plugin_id, name=ctx.action, contract=CONTRACT_RPC_ACTION, outcome=outcome,
+                    duration_ms=(time.monotonic() - started) * 1000, error_code=error_code)
+
+
 def _handler_run(handler, ctx: RpcContext, payload: Any) -> Any:
     """Call ``handler(ctx, payload)`` on its own thread within the time limit (see module docstring).
     Raises 504 handler_timeout, or 500 (no code) when the handler raised or returned no JSON value."""
@@ -408,7 +439,7 @@ def _plugin_action_run(session: Session, registry, plugin_id: str, action: str, 
         ctx = RpcContext(session_id=session.pk, plugin_id=record.id, action=action, locale=session.locale,
                          store=RpcStore(session.pk, record), signal=_Signal(), command=command,
                          environment=_environment(session, registry, command) if command else None)
-        return _handler_run(handler, ctx, payload)
+        return _handler_run_recorded(handler, ctx, payload, incarnation=session.incarnation)
 
 
 def _framework_action(session: Session, registry, action: str, *, command: dict[str, Any] | None) -> dict[str, Any]:
@@ -593,7 +624,7 @@ def _subagent_gate(session: Session, registry, payload: Any) -> None:
 
 def _retry_inputs(session: Session, runtime, turn_id: str) -> dict[str, Any]:
     """io.inputs of ``runtime`` resolved from the stored results of the committed turn ``turn_id``."""
-    from turns.engine.runtime import STATUS_SUCCESS, RuntimeResult
+    from turns.engine.retry import turn_results_load
     from turns.engine.schedule import inputs_resolve
     from turns.models import RuntimeOutput, TurnResult
 
@@ -603,18 +634,18 @@ def _retry_inputs(session: Session, runtime, turn_id: str) -> dict[str, Any]:
     if not row.committed:
         raise E.PluginRpcError(E.RPC_RETRY_SOURCE_NOT_COMMITTED, f"Turn {turn_id} was not committed")
     registry = _registry()
-    results, manifests = {}, {}
-    for output in RuntimeOutput.objects.filter(session_id=session.pk, turn_id=turn_id, status=STATUS_SUCCESS):
-        results[output.runtime_id] = RuntimeResult(runtime_id=output.runtime_id, plugin_id=output.plugin_id, stage=None,
-                                                   status=STATUS_SUCCESS, output=output.output)
-        manifest = registry.runtime(output.runtime_id)
+    manifests = {}
+    for runtime_id in RuntimeOutput.objects.filter(session_id=session.pk, turn_id=turn_id).values_list("runtime_id", flat=True):
+        manifest = registry.runtime(runtime_id)
         if manifest is not None:
-            manifests[output.runtime_id] = manifest
+            manifests[runtime_id] = manifest
+    # The stored typed outputs (RuntimeOutput ``results[0].structured``), as the action retries read them.
+    results = {r.runtime_id: r for r in turn_results_load(session.pk, [turn_id], set(), manifests)}
     inputs, _missing = inputs_resolve(runtime, results, manifests)
     return inputs
 
 
-def _runtime(session: Session, request: RpcRequest, registry, provider_keys) -> tuple[int, dict[str, Any]]:
+def _runtime(session: Session, request: RpcRequest, registry, provider_keys, plugin_settings) -> tuple[int, dict[str, Any]]:
     plugin_id, runtime_id = request.get("pluginId"), request.get("runtimeId")
     payload = request.get("payload")
     if runtime_id.split("/", 1)[0] != plugin_id:
@@ -640,17 +671,21 @@ def _runtime(session: Session, request: RpcRequest, registry, provider_keys) -> 
         record, runtime = admit(session)
         if runtime.is_background or follower:
             return 202, _runtime_enqueue(session, record, runtime, payload, inputs=inputs,
-                                         phase="prompt" if follower and not runtime.is_background else None)
-        return _runtime_sync(session, runtime, payload, inputs=inputs, provider_keys=provider_keys)
+                                         phase=PHASE_PROMPT if follower and not runtime.is_background else None,
+                                         user_settings=plugin_settings.get(record.id) or {})
+        return _runtime_sync(session, runtime, payload, inputs=inputs, provider_keys=provider_keys,
+                             plugin_settings=plugin_settings)
 
 
-def _runtime_sync(session: Session, runtime, payload: Any, *, inputs, provider_keys) -> tuple[int, dict[str, Any]]:
+def _runtime_sync(session: Session, runtime, payload: Any, *, inputs, provider_keys,
+                  plugin_settings) -> tuple[int, dict[str, Any]]:
     from turns.engine.manual import manual_runtime_run
     from turns.engine.run import RuntimeJobRejected
 
     try:
         outcome = manual_runtime_run(session.pk, runtime.id, manual_payload=payload, inputs=inputs,
-                                     provider_keys=provider_keys, code_grants=code_grant_checker(session.pk))
+                                     provider_keys=provider_keys, plugin_settings=plugin_settings,
+                                     code_grants=code_grant_checker(session.pk))
     except RuntimeJobRejected as exc:
         raise E.PluginRpcError(E.RPC_RUNTIME_NOT_ACTIVE, exc.message) from None
     result = outcome.result
@@ -662,7 +697,10 @@ def _runtime_sync(session: Session, runtime, payload: Any, *, inputs, provider_k
     if not outcome.committed:
         raise E.PluginRpcError(E.RPC_TURN_COMMIT_FAILED, "The runtime's proposals could not be committed",
                                {"turnId": outcome.turn_id, "runtimeResults": [item], "error": outcome.error})
-    return 200, {"status": "ok", "turnId": outcome.turn_id, "runtimeResults": [item], "durationMs": outcome.duration_ms}
+    out = {"status": "ok", "turnId": outcome.turn_id, "runtimeResults": [item], "durationMs": outcome.duration_ms}
+    if outcome.deferred_jobs:
+        out["deferredJobs"] = outcome.deferred_jobs  # background followers its events queued
+    return 200, out
 
 
 def _jobs_stage(session: Session, specs: list[dict[str, Any]]) -> None:
@@ -680,11 +718,14 @@ def _job_payload(session: Session, runtime, *, origin: dict[str, Any], **extra: 
             "locale": session.locale, "model": None, "userSettings": {}, "completion": dict(runtime.completion), **extra}
 
 
-def _runtime_enqueue(session: Session, record, runtime, payload: Any, *, inputs, phase: str | None) -> dict[str, Any]:
+def _runtime_enqueue(session: Session, record, runtime, payload: Any, *, inputs, phase: str | None,
+                     user_settings: dict[str, Any]) -> dict[str, Any]:
     turn_id, job_id = str(uuid.uuid4()), str(uuid.uuid4())
+    extra: dict[str, Any] = {"phase": phase} if phase else {}
     spec = {"jobId": job_id, "pluginId": record.id, "runtimeId": runtime.id,
-            "payload": _job_payload(session, runtime, origin={"activation": ACTIVATION_MANUAL, "sourceTurnId": turn_id},
-                                    turnId=turn_id, manualPayload=payload, inputs=inputs)}
+            "payload": {**_job_payload(session, runtime, origin={"activation": ACTIVATION_MANUAL, "sourceTurnId": turn_id},
+                                       turnId=turn_id, manualPayload=payload, inputs=inputs, **extra),
+                        "userSettings": user_settings}}
     _jobs_stage(session, [spec])
     out = {"status": "accepted", "jobId": job_id, "pending": True, "turnId": turn_id, "runtimeId": runtime.id}
     if phase:
@@ -758,8 +799,11 @@ def _event(session: Session, request: RpcRequest, registry) -> tuple[int, dict[s
 # ---------------------------------------------------------------------------------------------
 
 
-def plugin_rpc(session: Session, body: Any, *, provider_keys: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+def plugin_rpc(session: Session, body: Any, *, provider_keys: dict[str, str] | None = None,
+               plugin_settings: dict[str, dict[str, Any]] | None = None) -> tuple[int, dict[str, Any]]:
     """Dispatch one plugin-rpc request for the authorized ``session`` (see the module docstring).
+    provider_keys / plugin_settings: the request's decoded X-Provider-Keys / X-Plugin-User-Settings
+    (a runtime run merges the settings over world and manifest defaults; a background job keeps them).
     Returns (HTTP status, body); raises the listed errors and ApprovalRequired (202)."""
     request = rpc_request_parse(body)
     _session_check(session)
@@ -769,5 +813,8 @@ def plugin_rpc(session: Session, body: Any, *, provider_keys: dict[str, str] | N
     if request.kind == KIND_COMMAND:
         return _command(session, request, registry)
     if request.kind == KIND_RUNTIME:
-        return _runtime(session, request, registry, provider_keys)
-    return _event(session, request, registry)
+        # A background run's job holds on to this request's keys for its worker (jobs.credentials).
+        with credentials_scope(provider_keys):
+            return _runtime(session, request, registry, provider_keys, plugin_settings or {})
+    with credentials_scope(provider_keys):
+        return _event(session, request, registry)

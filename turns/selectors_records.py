@@ -208,20 +208,17 @@ def full_prompt(session, output: RuntimeOutput) -> dict[str, Any]:
             "approximate": True}
 
 
-_TYPE_MAP = {"form": "form-submit", "choice": "click", "confirm": "click"}
-
-
 def interaction_record_out(row: InteractionRecord) -> dict[str, Any]:
-    """InteractionRecord (spec 004 §统一翻译层) from the engine's interaction row."""
+    """InteractionRecord (spec 004 §统一翻译层) of one external-input row (status ``input``, written
+    by the turn commit: turns.engine.appliers.interaction.interaction_inputs_record)."""
     spec = row.spec if isinstance(row.spec, dict) else {}
     out: dict[str, Any] = {
         "id": row.interaction_id, "sessionId": row.session_id, "turnId": row.turn_id or None,
-        "timestamp": iso(row.answered_at or row.created_at),
+        "timestamp": iso(row.created_at),
         "source": spec.get("source") if spec.get("source") in ("player", "plugin-ui", "external-api") else "player",
         "channel": spec.get("channel") if spec.get("channel") in ("web", "cli", "api", "external") else "web",
-        "type": _TYPE_MAP.get(row.type, row.type),
-        "payload": row.answer if row.answer is not None else spec.get("payload", spec),
-        "status": row.status,
+        "type": row.type,
+        "payload": spec.get("payload"),
     }
     if row.plugin_id:
         out["targetPluginId"] = row.plugin_id
@@ -236,13 +233,13 @@ def interaction_records_list(session, *, record_type: str | None, source: str | 
                              limit: int) -> list[dict[str, Any]]:
     """Newest first; filters ``type``, ``source``, ``targetPluginId``."""
     out = []
-    qs = InteractionRecord.objects.filter(session=session)
+    qs = InteractionRecord.objects.filter(session=session, status=InteractionRecord.STATUS_INPUT)
     if target_plugin_id:
         qs = qs.filter(plugin_id=target_plugin_id)
+    if record_type:
+        qs = qs.filter(type=record_type)
     for row in qs.order_by("-created_at", "-id"):
         item = interaction_record_out(row)
-        if record_type and item["type"] != record_type:
-            continue
         if source and item["source"] != source:
             continue
         out.append(item)

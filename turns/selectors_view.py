@@ -30,9 +30,12 @@ def session_view(session: Session, registry) -> dict[str, Any]:
         block = m.get("block")
         if isinstance(block, dict) and isinstance((block.get("meta") or {}).get("turnId"), str):
             turn_ids.add(block["meta"]["turnId"])
+    # values: the saved (normalised) values of the answer (spec 004 §恢复会话 submittedInteractions).
     submitted = [
-        {"turnId": r.turn_id, "interactionId": r.interaction_id, "values": r.answer}
-        for r in InteractionRecord.objects.filter(session=fresh, turn_id__in=turn_ids, answer__isnull=False).order_by("id")
+        {"turnId": r.turn_id, "interactionId": r.interaction_id,
+         "values": r.answer.get("values", r.answer) if isinstance(r.answer, dict) else r.answer}
+        for r in InteractionRecord.objects.filter(session=fresh, turn_id__in=turn_ids, status=InteractionRecord.STATUS_ANSWERED,
+                                                  answer__isnull=False).order_by("id")
     ]
     steps = list(TraceEvent.objects.filter(session=fresh).order_by("-id")[:VIEW_TRACE_EVENTS])
     steps.reverse()

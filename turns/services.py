@@ -12,6 +12,14 @@ requestId may be sent again). A message lost after it was accepted (a Redis rest
 queue; a worker killed with it prefetched) is sent once more by ``executions_resend`` (beat) after
 COVEL_EXECUTION_RESEND_AFTER_SECONDS; the claim makes the second delivery of a message that was
 not lost after all a no-op.
+
+Operators (README "The hosted shape"): a queued execution that no worker claimed within
+COVEL_EXECUTION_PICKUP_SECONDS while no worker consumes the ``turns`` queue (covel.workers) is
+ended like an interrupted one, with ``error.occurred`` code ``no_worker_available`` (nothing ran;
+the execution is retryable). A worker in warm shutdown puts an execution it claimed but has not
+started (still waiting for the session lock) back in the queue for the next worker; a started
+turn finishes within the shutdown's grace period. Outcomes and stage latencies go to
+covel.metrics.
 """
 from __future__ import annotations
 
@@ -22,6 +30,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
@@ -35,6 +44,8 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from pydantic import ValidationError
 
+from covel import metrics, workers
+from covel.credentials import credentials_offer, credentials_scope
 from covel.errors import ApiError, SessionBusy
 from covel.taskqueue import TASK_RUN_EXECUTION, task_send
 from sessions import approvals, locks
@@ -53,7 +64,11 @@ ORIGIN_CONTINUATION = "continuation"
 ABORTED_BY_PLAYER = "aborted-by-player"
 SESSION_BUSY_MESSAGE = "Session is busy, please retry"
 INTERRUPTED_CODE = "execution_interrupted"
+NO_WORKER_CODE = "no_worker_available"
+TURNS_QUEUE = "turns"
 SERVICE_UNAVAILABLE_CODE = "service_unavailable"
+#: Execution payload key of the request's X-Plugin-User-Settings (set by the server only).
+PLUGIN_SETTINGS_KEY = "_pluginUserSettings"
 
 # Seconds between worker heartbeats, and the silence after which a running execution whose
 # session lock is free counts as interrupted (its worker died). Queued executions get longer:
@@ -158,7 +173,9 @@ def actions_check(session, actions: list[dict[str, Any]]) -> list[dict[str, Any]
     ``actorId`` filled with the seat's current character when omitted (absent if it has none);
     ``source`` is "player". The first failing check raises ActionRejected with its code:
     404 seat_not_found, 409 seat_not_human, 409 unknown_action_kind, 409 action_kind_not_allowed,
-    409 actor_not_bound, 400 invalid_action, 400 invalid_action_fields. Reads only.
+    409 actor_not_bound, 400 invalid_action, 400 invalid_action_fields; an answer to a form whose
+    plugin validator cannot run: 400 form_provider_inactive / form_provider_unavailable /
+    form_validator_undeclared (spec 004 §玩家交互). Reads only.
     """
     catalogue = selectors.action_kinds_catalogue(session)
     resolved: list[dict[str, Any]] = []
@@ -239,6 +256,59 @@ def _interaction_action_check(session, where: str, kind_name: str, text: str | N
     declared = spec.get("actionKind") or _INTERACTION_DEFAULT_KIND.get(record.type, "act")
     if kind_name != declared:
         raise ActionRejected(errors.INVALID_ACTION, f"{where}: this interaction is answered with {declared}")
+    provider = _form_provider(record)
+    if provider is not None:
+        from turns.engine.interactions import form_provider_problem
+
+        problem = form_provider_problem(plugin_id=provider[0], name=provider[1], is_active=_plugin_enabled(session, provider[0]),
+                                        record=_plugin_runnable(session, provider[0]))
+        if problem is not None:
+            raise ActionRejected(problem[0], f"{where}: {problem[1]}")
+
+
+def _form_provider(record) -> tuple[str, str] | None:
+    """(source plugin id, validator name) of a committed form that names a plugin validator, else None.
+    The source comes from the committed interaction only (spec 004 §玩家交互: 客户端不能指定)."""
+    spec = record.spec if isinstance(record.spec, dict) else {}
+    validation = spec.get("validation")
+    if record.type != "form" or not isinstance(validation, dict) or not isinstance(validation.get("name"), str):
+        return None
+    return str(spec.get("sourcePluginId") or record.plugin_id), validation["name"]
+
+
+def _plugin_enabled(session, plugin_id: str) -> bool:
+    from sessions.faults import plugins_paused
+
+    return plugin_id in (session.active_plugins or []) and plugin_id not in plugins_paused(session.metadata)
+
+
+def _plugin_runnable(session, plugin_id: str):
+    """The registry record of ``plugin_id`` when the session can run it now, else None."""
+    from plugins_app.registry import plugin_registry
+    from sessions.selectors import runnable_plugins
+
+    registry = plugin_registry()
+    runnable, _ = runnable_plugins(session, registry)
+    record = registry.get(plugin_id) if plugin_id in runnable else None
+    return record if record is not None and record.is_loaded else None
+
+
+def _form_providers_gate(session, payload: dict[str, Any]) -> None:
+    """202 approval-required before the stream when an answered form's validator belongs to a
+    community plugin whose server code the session has not granted (spec 004 §玩家交互 需要授权时;
+    checked before "already answered"). One plugin at a time, like every approval."""
+    from turns.models import InteractionRecord
+
+    for action in payload.get("actions") or []:
+        ref = action.get("interaction") if isinstance(action, dict) else None
+        if not isinstance(ref, dict):
+            continue
+        record = InteractionRecord.objects.filter(session_id=session.pk, turn_id=ref.get("turnId"),
+                                                  interaction_id=ref.get("interactionId")).first()
+        provider = _form_provider(record) if record is not None else None
+        plugin = _plugin_runnable(session, provider[0]) if provider is not None else None
+        if plugin is not None and plugin.needs_code_grant:
+            approvals.code_gate(session, plugin, [], payload=payload)
 
 
 def _fields_check(where: str, kind: dict[str, Any], fields: dict[str, Any] | None) -> None:
@@ -269,13 +339,20 @@ def action_request_admit(session, request: ActionRequest) -> dict[str, Any]:
     return payload
 
 
-def execution_request(*, session, request: ActionRequest,
-                      provider_keys: dict[str, str] | None = None) -> tuple[Execution, bool]:
+def execution_request(*, session, request: ActionRequest, provider_keys: dict[str, str] | None = None,
+                      plugin_settings: dict[str, dict[str, Any]] | None = None,
+                      model_routing: dict[str, Any] | None = None) -> tuple[Execution, bool]:
     """Admit ``request`` and write its Execution row; returns (execution, created).
+
+    plugin_settings: the decoded ``X-Plugin-User-Settings`` (``{pluginId: {key: value}}``), kept with
+    the execution (payload key ``_pluginUserSettings``, never client-settable) so the worker merges
+    them into the turn (spec 004 §请求头).
 
     provider_keys: the decoded ``X-Provider-Keys``; kept in memory (or transiently in Redis) for
     the worker until it claims the execution, never in the database (``turns.control``). A
     replayed request (created=False) does not store them again.
+    model_routing: ``{"slotConfig"?: <X-Slot-Config JSON>, "relay"?: <X-Model-Relay channel>}``,
+    kept with the keys the same way (turns.control) and applied to the turn's model calls.
 
     A repeated requestId on the session never runs twice: with the same body it returns the
     existing execution (created=False; its stream is replayed from the stored frames), with a
@@ -290,6 +367,11 @@ def execution_request(*, session, request: ActionRequest,
         return _same_request(existing, request), False
     payload = action_request_admit(session, request)
     approvals.actions_gate(session, request_type=request.type, payload=payload)
+    if request.type == "submit_actions":
+        _form_providers_gate(session, payload)
+    payload.pop(PLUGIN_SETTINGS_KEY, None)
+    if plugin_settings:
+        payload[PLUGIN_SETTINGS_KEY] = plugin_settings
     send_failures: list[BaseException] = []
     try:
         with transaction.atomic():
@@ -306,7 +388,7 @@ def execution_request(*, session, request: ActionRequest,
                 request_hash=request.request_hash,
             )
             # Before the commit that enqueues the task, so the claiming worker finds them.
-            control.provider_keys_put(str(execution.id), provider_keys or {})
+            control.provider_keys_put(str(execution.id), provider_keys or {}, routing=model_routing)
             transaction.on_commit(functools.partial(_execution_send, str(execution.id), send_failures))
     except IntegrityError:
         existing = Execution.objects.filter(session_id=session.pk, request_id=request.request_id).first()
@@ -318,6 +400,8 @@ def execution_request(*, session, request: ActionRequest,
         raise TaskQueueUnavailable() from exc
     if send_failures:
         _execution_withdraw(execution, send_failures[0])
+    # Background jobs of the session still waiting for credentials may use this request's.
+    credentials_offer(str(session.pk), provider_keys, model_routing)
     return execution, True
 
 
@@ -410,7 +494,8 @@ def execution_cancel(execution_id: str) -> bool:
 
 
 def _engine_run(execution_id: str, sink: ExecutionSink, *, token, provider_keys: dict[str, str] | None,
-                session_id: str = ""):
+                session_id: str = "", plugin_settings: dict[str, Any] | None = None,
+                model_routing: dict[str, Any] | None = None):
     """Call the engine entry ``turns.engine.run.execution_run(execution_id, sink, cancel=...,
     provider_keys=..., code_grants=...)``; ``token`` is the execution's control token
     (``turns.control``); community code is checked against the session's grants as they are when it loads."""
@@ -419,8 +504,12 @@ def _engine_run(execution_id: str, sink: ExecutionSink, *, token, provider_keys:
     with _cancel_guard:
         _cancel_tokens[execution_id] = token
     try:
-        return execution_run(execution_id, sink, cancel=token, provider_keys=provider_keys,
-                             code_grants=code_grant_checker(session_id) if session_id else None)
+        # Runtime jobs this turn's commit writes may hold on to the request's credentials.
+        with credentials_scope(provider_keys, model_routing):
+            return execution_run(execution_id, sink, cancel=token, provider_keys=provider_keys,
+                                 plugin_settings=plugin_settings,
+                                 code_grants=code_grant_checker(session_id) if session_id else None,
+                                 model_routing=model_routing)
     finally:
         with _cancel_guard:
             _cancel_tokens.pop(execution_id, None)
@@ -447,7 +536,7 @@ def _outcome_read(outcome: Any) -> dict[str, Any]:
     }
 
 
-def execution_run(*, execution_id: str) -> str | None:
+def execution_run(*, execution_id: str, hostname: str = "") -> str | None:
     """Run one execution on this worker (the body of the ``turns.run_execution`` task).
 
     Claims the row atomically (queued → running); a redelivered or duplicate task finds it claimed
@@ -462,15 +551,48 @@ def execution_run(*, execution_id: str) -> str | None:
     lock) ends the execution without running it: nothing saved, the stream's only frame is
     ``execution.completed {committed: false, abortReason: "aborted-by-player"}``. The request's
     ``X-Provider-Keys`` are taken from their transient holder on claim and passed to the engine.
+    hostname: the Celery worker's node name; when that worker is in a warm shutdown before the
+    engine started, the execution goes back to ``queued`` (keys and routing kept again) and its
+    task is sent for the next worker; returns ``queued`` then.
     """
     execution_control = control.ExecutionControl(execution_id)
+    seen: dict[str, Any] = {}
     try:
-        return _execution_run_claimed(execution_id, execution_control)
+        status = _execution_run_claimed(execution_id, execution_control, hostname=hostname, seen=seen)
     finally:
         execution_control.close()
+    if status is not None:
+        metrics.turn_outcome("requeued" if status == Execution.STATUS_QUEUED else status)
+        if status != Execution.STATUS_QUEUED and "created_at" in seen:
+            metrics.turn_stage_observe("total", (timezone.now() - seen["created_at"]).total_seconds())
+    return status
 
 
-def _execution_run_claimed(execution_id: str, execution_control: "control.ExecutionControl") -> str | None:
+def _execution_requeue(execution: Execution, request_context: "control.RequestContext | None") -> str | None:
+    """Warm shutdown before the engine started: running → queued for this claim, the request's
+    keys and routing kept again for the next claimant, the task sent again (a send the broker
+    refuses is left to the re-sender). None when the row changed meanwhile."""
+    updated = Execution.objects.filter(pk=execution.pk, status=Execution.STATUS_RUNNING, claimed_by=execution.claimed_by,
+                                       started_at__isnull=True).update(
+        status=Execution.STATUS_QUEUED, claimed_by="", claimed_at=None, heartbeat_at=None)
+    if not updated:
+        return None
+    if request_context is not None:
+        try:
+            control.provider_keys_put(str(execution.pk), request_context.keys, routing=request_context.routing)
+        except Exception:  # they are gone; the turn runs with the server's keys, as after their TTL
+            logger.warning("execution %s: request keys could not be kept again for the next worker", execution.pk)
+    try:
+        task_send(TASK_RUN_EXECUTION, str(execution.pk))
+    except _queue_errors() as exc:
+        logger.warning("execution %s: re-queued, task not sent (%s); the re-sender sends it", execution.pk,
+                       exc.__class__.__name__)
+    logger.info("execution %s: worker shutting down before the turn started; back in the queue", execution.pk)
+    return Execution.STATUS_QUEUED
+
+
+def _execution_run_claimed(execution_id: str, execution_control: "control.ExecutionControl", *,
+                           hostname: str = "", seen: dict[str, Any] | None = None) -> str | None:
     now = timezone.now()
     claimed = Execution.objects.filter(pk=execution_id, status=Execution.STATUS_QUEUED).update(
         status=Execution.STATUS_RUNNING, claimed_by=_worker_id(), claimed_at=now, heartbeat_at=now
@@ -479,20 +601,35 @@ def _execution_run_claimed(execution_id: str, execution_control: "control.Execut
         logger.info("execution %s already claimed; skipping", execution_id)
         return None
     execution_control.claimed()
-    provider_keys = control.provider_keys_take(execution_id)
+    request_context = control.request_context_take(execution_id)
     execution = Execution.objects.get(pk=execution_id)
+    metrics.turn_stage_observe("queue", (now - execution.created_at).total_seconds())
+    if seen is not None:
+        seen["created_at"] = execution.created_at  # for the "total" stage, without another read
     # A queued execution has no frames yet: only its own (single) claimant writes them.
     sink = ExecutionSink(execution_id=str(execution.id), turn_id=execution.turn_id)
     with _Heartbeat(str(execution.id)):
         try:
+            if workers.worker_shutdown_requested(hostname) and not execution_control.is_aborted:
+                return _execution_requeue(execution, request_context)
+            waited = time.monotonic()
             with locks.session_lock(execution.session_id):
+                metrics.turn_stage_observe("lock", time.monotonic() - waited)
                 if execution_control.is_aborted:
                     return _abort_before_start(execution, sink)
+                if workers.worker_shutdown_requested(hostname):
+                    return _execution_requeue(execution, request_context)
                 Execution.objects.filter(pk=execution.pk).update(started_at=timezone.now(), heartbeat_at=timezone.now())
                 execution_control.started()
                 _admit_in_lock(execution)
+                ran = time.monotonic()
                 outcome = _engine_run(str(execution.id), sink, token=execution_control.token,
-                                      provider_keys=provider_keys, session_id=str(execution.session_id))
+                                      provider_keys=request_context.keys if request_context else None,
+                                      model_routing=request_context.routing if request_context else None,
+                                      session_id=str(execution.session_id),
+                                      plugin_settings=(execution.payload or {}).get(PLUGIN_SETTINGS_KEY))
+                metrics.turn_stage_observe("run", time.monotonic() - ran)
+                _auto_snapshot(str(execution.session_id), outcome)
                 # Frames are coalesced; write this turn's before the next turn of the session may
                 # start, so the session's frames stay in turn order.
                 sink.close()
@@ -523,6 +660,20 @@ def _execution_run_claimed(execution_id: str, execution_control: "control.Execut
         sink.end()
         return Execution.STATUS_REJECTED
     return _finish(execution, sink, result)
+
+
+def _auto_snapshot(session_id: str, outcome: Any) -> None:
+    """After an execution committed (still holding the session lock): refresh the session's ``auto``
+    snapshot (turns.snapshots.snapshot_auto_refresh, spec 004 §Snapshot / Fork). The turn is already
+    saved, so a failure here is only logged (spec 004 §开场接力: 回合保存之后的收尾失败时只记日志)."""
+    if outcome is None or not _outcome_read(outcome)["committed"]:
+        return
+    from turns.snapshots import snapshot_auto_refresh
+
+    try:
+        snapshot_auto_refresh(session_id)
+    except Exception:
+        logger.warning("session %s: the auto snapshot could not be refreshed", session_id, exc_info=True)
 
 
 def _admit_in_lock(execution: Execution) -> None:
@@ -627,26 +778,53 @@ def _finish(execution: Execution, sink: ExecutionSink, outcome: dict[str, Any]) 
     return status
 
 
+def _not_picked_up(execution: Execution, now) -> bool:
+    """Queued longer than COVEL_EXECUTION_PICKUP_SECONDS and no worker consumes ``turns`` (a busy
+    queue with live workers waits until QUEUED_STALE_SECONDS instead)."""
+    if execution.status != Execution.STATUS_QUEUED:
+        return False
+    if execution.created_at >= now - timedelta(seconds=settings.COVEL_EXECUTION_PICKUP_SECONDS):
+        return False
+    return not workers.queue_consumers().has_consumer(TURNS_QUEUE)
+
+
 def execution_reap_one(execution_id: str, *, now=None) -> bool:
-    """Mark one execution interrupted when its worker is gone; True when it did.
+    """Mark one execution interrupted when its worker is gone, or when no worker will take it;
+    True when it did.
 
     Gone means: status running with no heartbeat for STALE_SECONDS (queued: no claim for
     QUEUED_STALE_SECONDS) and its session lock is free. The stream then gets an ``error.occurred``
     (``execution_interrupted``) and its ``execution.completed`` ``{committed: false}``.
+    No worker: queued for COVEL_EXECUTION_PICKUP_SECONDS while no worker consumes the ``turns``
+    queue: the same ending with code ``no_worker_available`` (``retryable: true``; nothing ran,
+    ``GET /api/sessions/:id/execution`` offers the retry). A worker that shows up later finds the
+    row taken and does nothing.
     """
     now = now or timezone.now()
     execution = Execution.objects.filter(pk=execution_id, status__in=Execution.ACTIVE_STATUSES).first()
-    if execution is None or not _looks_dead(execution, now):
+    if execution is None:
+        return False
+    no_worker = _not_picked_up(execution, now)
+    if not no_worker and not _looks_dead(execution, now):
         return False
     if locks.session_lock_probe(execution.session_id) != locks.PROBE_FREE:
         return False
     outcome = {"committed": False}
-    error = {"message": "The worker running this turn stopped before it finished", "code": INTERRUPTED_CODE}
+    if no_worker:
+        waited = int((now - execution.created_at).total_seconds())
+        error = {"message": f"No worker picked up this turn in {waited} s (no worker consumes the turns queue); "
+                            "nothing ran, retry it once the service is back", "code": NO_WORKER_CODE,
+                 "retryable": True, "details": {"queue": TURNS_QUEUE, "waitedSeconds": waited}}
+    else:
+        error = {"message": "The worker running this turn stopped before it finished", "code": INTERRUPTED_CODE}
     updated = Execution.objects.filter(pk=execution.pk, status=execution.status, heartbeat_at=execution.heartbeat_at).update(
         status=Execution.STATUS_INTERRUPTED, outcome=outcome, error=error, finished_at=now
     )
     if not updated:
         return False
+    metrics.turn_outcome(Execution.STATUS_INTERRUPTED)
+    if not no_worker:
+        metrics.lease_expired("execution")
     for _ in range(3):
         start = ExecutionFrame.objects.filter(execution_id=execution.pk).aggregate(m=Max("index"))["m"] or 0
         sink = ExecutionSink(execution_id=str(execution.pk), turn_id=execution.turn_id, start_index=start)
@@ -658,7 +836,10 @@ def execution_reap_one(execution_id: str, *, now=None) -> bool:
             continue
         sink.close()
         break
-    logger.warning("execution %s interrupted: its worker stopped", execution.pk)
+    if no_worker:
+        logger.warning("execution %s ended: no worker consumes the turns queue", execution.pk)
+    else:
+        logger.warning("execution %s interrupted: its worker stopped", execution.pk)
     return True
 
 
@@ -775,11 +956,16 @@ def _retry_descriptor(execution: Execution) -> dict[str, Any]:
                 "payload": {"actions": [{k: v for k, v in a.items() if k != "source"} for a in actions]}}
     if execution.type == "start_session":
         return {"type": "start_session", "payload": {}}
+    if execution.type == "retry_turn" and payload.get("recoverFromTurnId"):
+        # It ran a recorded turn again: its own record (and the answers) is what to recover now.
+        return {"type": "retry_turn", "payload": {"recoverFromTurnId": execution.turn_id}}
     payload.pop("recoverFromTurnId", None)
+    payload.pop(PLUGIN_SETTINGS_KEY, None)
     return {"type": execution.type, "payload": payload}
 
 
-def execution_task_run(execution_id: str) -> str | None:
-    """The task body: run the execution with fresh DB connections (tasks share long-lived threads)."""
+def execution_task_run(execution_id: str, *, hostname: str = "") -> str | None:
+    """The task body: run the execution with fresh DB connections (tasks share long-lived threads);
+    hostname: the worker's node name (warm-shutdown re-queueing, see ``execution_run``)."""
     close_old_connections()
-    return execution_run(execution_id=execution_id)
+    return execution_run(execution_id=execution_id, hostname=hostname)

@@ -5,7 +5,7 @@ Payload (``schemaVersion`` 3), stored complete in ``Snapshot.data``::
 
     {schemaVersion, turnId, session: {status, phase, completedPlayerTurns, setupRuntimes, locale,
      activePlugins, runtimeModelOverrides, loreOverride?, seats, title, autoAdvanceLimit,
-     pluginSelection?, dimensionProviderPluginId?},
+     pluginSelection?, dimensionProviderPluginId?, orchestration?},
      characters, characterSchema, lorebookEntries, dimensions, pluginData, suspensions,
      runtimeExports, sessionSummaries, compactedMessageSummaryIds,
      messagesCursor, displayMessagesBoundary}
@@ -65,7 +65,7 @@ LABEL_MAX = 256
 # session's own rows of these namespaces alone (spec §POST /fork 第 3 步).
 CONTROL_NAMESPACES = ("_runtime_jobs", "_runtime_job_control", "_logs", "_jobs")
 # The session metadata a snapshot carries; the rest of metadata is the session's own.
-CAPTURED_METADATA = ("pluginSelection", "dimensionProviderPluginId")
+CAPTURED_METADATA = ("pluginSelection", "dimensionProviderPluginId", "orchestration")
 FORK_RATE_PER_MINUTE = 10
 FORK_ID_ATTEMPTS = 3
 
@@ -259,6 +259,41 @@ def snapshot_create(session_id: str, *, label: str = "", kind: str = Snapshot.KI
         with transaction.atomic():
             session = _session_for_write(session_id)
             return _snapshot_write(session, _payload_capture(session), kind=kind, label=label)
+
+
+def snapshot_auto_refresh(session_id: str) -> Snapshot | None:
+    """Refresh the session's automatic snapshot after an execution committed its turn(s) (spec 004
+    §Snapshot / Fork: kind ``auto``; 自动快照被刷新时 ID 不变，payload 和 createdAt 更新; 自动快照的时间是
+    全部 proposal 提交完成后实际拍摄的时间).
+
+    Policy: every execution of POST /api/actions that committed a turn (player, opening
+    continuation, retry) refreshes it once, after its last commit. Retention: one ``auto`` snapshot
+    per session — the first is created, later ones overwrite its payload, ``turnId``,
+    ``completedPlayerTurns`` and ``createdAt`` under the same id (manual and fork snapshots are never
+    touched). Appends ``state.snapshot.created`` (topic state) each time, in the same transaction.
+    Precondition: the caller holds the session lock (the turn worker does). Returns the snapshot, or
+    None when the session is gone or being deleted.
+    """
+    from django.utils import timezone
+
+    with transaction.atomic():
+        session = Session.objects.select_for_update().filter(pk=session_id).first()
+        if session is None or session.deletion_state == Session.DELETION_DELETING:
+            return None
+        payload = _payload_capture(session)
+        autos = list(Snapshot.objects.select_for_update().filter(session=session, kind=Snapshot.KIND_AUTO)
+                     .order_by("-created_at", "-id").defer("data"))
+        if not autos:
+            return _snapshot_write(session, payload, kind=Snapshot.KIND_AUTO)
+        keep, extra = autos[0], autos[1:]
+        if extra:
+            Snapshot.objects.filter(pk__in=[r.pk for r in extra]).delete()
+        Snapshot.objects.filter(pk=keep.pk).update(
+            data=payload, payload_size_bytes=_payload_size(payload), turn_id=payload.get("turnId") or "",
+            completed_player_turns=payload["session"]["completedPlayerTurns"], created_at=timezone.now())
+        session_events_append(session.id, [NewEvent(type=EVENT_SNAPSHOT_CREATED, topic=TOPIC_STATE, payload={
+            "snapshotId": keep.snapshot_id, "kind": Snapshot.KIND_AUTO, "turnId": payload.get("turnId") or None})])
+        return Snapshot.objects.get(pk=keep.pk)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ from asgiref.sync import sync_to_async
 from django.db import IntegrityError, connection, transaction
 
 from covel.times import wire_timestamp
-from covel import eventbus
+from covel import eventbus, metrics
 
 logger = logging.getLogger("covel.turns.sse")
 
@@ -393,6 +393,7 @@ async def execution_stream(
         return ok, relay.persisted(frames) if ok else []
 
     unsubscribe = await sync_to_async(eventbus.subscribe, thread_sensitive=False)(execution_channel(execution_id), on_message)
+    metrics.stream_opened(metrics.STREAM_ACTION)
     try:
         _, chunks = await catch_up()
         for chunk in chunks:
@@ -449,4 +450,5 @@ async def execution_stream(
                 last_output = now
                 yield KEEPALIVE_CHUNK
     finally:
+        metrics.stream_closed(metrics.STREAM_ACTION)
         unsubscribe()

@@ -210,16 +210,51 @@ COVEL_INPROCESS_TIMERS = env_bool("COVEL_INPROCESS_TIMERS", True)
 COVEL_JOB_LEASE_SECONDS = env_int("COVEL_JOB_LEASE_SECONDS", 30, minimum=1)
 COVEL_JOB_REAP_INTERVAL_SECONDS = env_int("COVEL_JOB_REAP_INTERVAL_SECONDS", 15, minimum=1)
 COVEL_JOB_REQUEUE_AFTER_SECONDS = env_int("COVEL_JOB_REQUEUE_AFTER_SECONDS", 120, minimum=1)
+# Who may run a runtime job with the server's own model services when the job's source request
+# holds no credentials any more (spec 004 §后台作业用谁的模型凭据, ApiBootstrapConfig.
+# canRunRuntimeJobWithServerServices): without this confirmation only a server slot that carries an
+# API key counts; the embedded shape confirms its own (offline/local) adapter.
+COVEL_CAN_RUN_RUNTIME_JOB_WITH_SERVER_SERVICES = env_bool("COVEL_CAN_RUN_RUNTIME_JOB_WITH_SERVER_SERVICES", False)
+
+# Operators (README "The hosted shape"): task events for Flower; the worker check of GET /api/health
+# (celery inspect, cached per process); a queued turn no worker claimed within
+# COVEL_EXECUTION_PICKUP_SECONDS while no worker consumes `turns` ends its stream (no_worker_available);
+# a Celery worker's own Prometheus endpoint (covel/metrics.py) when COVEL_WORKER_METRICS_PORT is set.
+CELERY_WORKER_SEND_TASK_EVENTS = True
+CELERY_TASK_SEND_SENT_EVENT = True
+COVEL_WORKER_CHECK_CACHE_SECONDS = env_int("COVEL_WORKER_CHECK_CACHE_SECONDS", 10, minimum=1, maximum=600)
+COVEL_WORKER_INSPECT_TIMEOUT_SECONDS = env_int("COVEL_WORKER_INSPECT_TIMEOUT_MS", 2000, minimum=100, maximum=30000) / 1000
+COVEL_EXECUTION_PICKUP_SECONDS = env_int("COVEL_EXECUTION_PICKUP_SECONDS", 60, minimum=1)
+COVEL_WORKER_METRICS_PORT = env_int("COVEL_WORKER_METRICS_PORT", None, minimum=1, maximum=65535)  # type: ignore[arg-type]
+COVEL_WORKER_METRICS_HOST = env_str("COVEL_WORKER_METRICS_HOST", "127.0.0.1")
 
 # Session lock (spec 004 §多进程部署的会话锁): wait bound before 503 session_busy.
 COVEL_SESSION_LOCK_TIMEOUT_SECONDS = env_int("COVEL_SESSION_LOCK_TIMEOUT_SECONDS", 30, minimum=0)
+# Suspensions (spec 004 §Suspend / Resume): how long one waits for its answer before the sweep
+# abandons it; how often the sweep runs (before the list and resume routes); how old a "resuming"
+# claim must be before the sweep releases it (a process died mid-resume).
+COVEL_SUSPENSION_TTL_SECONDS = env_int("COVEL_SUSPENSION_TTL_SECONDS", 7 * 24 * 3600, minimum=1)
+COVEL_SUSPENSION_SWEEP_SECONDS = env_int("COVEL_SUSPENSION_SWEEP_SECONDS", 60, minimum=0)
+COVEL_SUSPENSION_CLAIM_SECONDS = env_int("COVEL_SUSPENSION_CLAIM_SECONDS", 600, minimum=1)
 # plugin-rpc action handlers (spec 004 §插件 RPC 通道: 时限 30 秒): past this, 504 handler_timeout, the
 # lock is released and the handler's later store calls are refused (tests set a fraction of a second).
 COVEL_RPC_HANDLER_TIMEOUT_SECONDS = env_int("COVEL_RPC_HANDLER_TIMEOUT_SECONDS", 30, minimum=1, maximum=600)
+# Plugin fault breaker (spec 004 §会话插件管理 resume-fault, plugin.fault.*): a plugin whose own code
+# fails this many executions in a row is paused in that session until the player resumes it.
+COVEL_PLUGIN_FAULT_THRESHOLD = env_int("COVEL_PLUGIN_FAULT_THRESHOLD", 3, minimum=1, maximum=100)
+# Dev hot reload of one community plugin (spec 004 POST /api/plugins/:id/reload): off unless set
+# (or COVEL_DEBUG); 403 plugin_reload_disabled otherwise.
+COVEL_PLUGIN_RELOAD_ENABLED = env_bool("COVEL_PLUGIN_RELOAD_ENABLED", DEBUG)
+# Session DELETE (spec 004 删除按这个顺序进行 step 2): how long to wait for the session's claimed /
+# running / committing runtime jobs to drain before the delete fails retryably (503 session_busy).
+COVEL_SESSION_DELETE_DRAIN_SECONDS = env_int("COVEL_SESSION_DELETE_DRAIN_SECONDS", 60, minimum=0, maximum=3600)
 
 # Model provider used when COVEL_HOME/llm.toml is absent.
 COVEL_DEFAULT_MODEL_PROVIDER = "scripted"
 COVEL_LLM_TOML = env_str("COVEL_LLM_TOML")
+# Memory index (spec 004 §向量配置): "database" keeps embeddings in this server's database (exact
+# cosine per session, turns.engine.memory_index); "none" turns the semantic side off.
+VECTOR_BACKEND = env_choice("VECTOR_BACKEND", "database", ("database", "none"))
 # Model database refresh (jobs/model_db.py, spec 004 §模型数据库): LiteLLM's model list.
 COVEL_MODEL_DB_URL = env_str(
     "COVEL_MODEL_DB_URL", "https://raw.githubusercontent.com/BerriAI/litellm/main/model_prices_and_context_window.json")
@@ -270,6 +305,14 @@ def _outbound_allow(raw: list[str]) -> tuple[str, ...]:
 
 COVEL_PROVIDER_ORIGINS = _provider_origins(env_list("COVEL_PROVIDER_ORIGINS"))
 COVEL_OUTBOUND_ALLOW = _outbound_allow(env_list("COVEL_OUTBOUND_ALLOW"))
+
+# Local model relay (covel/model_relay.py, spec 004 §本地模型中继): served in the shared tiers
+# (demo/commercial) unless COVEL_MODEL_RELAY=0; a relayed model call fails when the player's browser
+# sends no part of its answer for COVEL_MODEL_RELAY_TIMEOUT_SECONDS; at most
+# COVEL_MODEL_RELAY_MAX_CHANNELS relay streams are open per web process (503 model_relay_busy).
+COVEL_MODEL_RELAY = env_bool("COVEL_MODEL_RELAY", True)
+COVEL_MODEL_RELAY_TIMEOUT_SECONDS = env_int("COVEL_MODEL_RELAY_TIMEOUT_SECONDS", 60, minimum=1, maximum=3600)
+COVEL_MODEL_RELAY_MAX_CHANNELS = env_int("COVEL_MODEL_RELAY_MAX_CHANNELS", 512, minimum=1)
 
 # Structured request logs: one JSON line per request (hosted), plain otherwise.
 COVEL_JSON_LOGS = env_bool("COVEL_JSON_LOGS", False)

@@ -1,5 +1,5 @@
 """Embedded default: SQLite under COVEL_HOME, in-memory channel layer, in-process worker, scripted model."""
-from covel.env import env_path, env_str
+from covel.env import env_bool, env_path, env_str
 
 from .base import *  # noqa: F401,F403
 from .base import COVEL_HOME
@@ -23,4 +23,7 @@ DATABASES = {
 }
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 COVEL_INPROCESS_WORKER = True
+# The personal instance's own adapter (scripted, loopback endpoints) may run background jobs
+# (spec 004: 嵌入式宿主…可以显式确认自己的 adapter 可用).
+COVEL_CAN_RUN_RUNTIME_JOB_WITH_SERVER_SERVICES = env_bool("COVEL_CAN_RUN_RUNTIME_JOB_WITH_SERVER_SERVICES", True)
 REDIS_URL = env_str("REDIS_URL")

@@ -1,11 +1,14 @@
 """Hosted shape: PostgreSQL (DATABASE_URL, psycopg 3) and Redis (REDIS_URL). Refuses to start without them."""
+import os
+from pathlib import Path
+
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from covel.env import env_bool, env_int, env_str
 
 from .base import *  # noqa: F401,F403
-from .base import LOGGING
+from .base import COVEL_HOME, LOGGING
 
 DATABASE_URL = env_str("DATABASE_URL")
 REDIS_URL = env_str("REDIS_URL")
@@ -47,3 +50,12 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 COVEL_JSON_LOGS = env_bool("COVEL_JSON_LOGS", True)
 if COVEL_JSON_LOGS:
     LOGGING["handlers"]["console"]["formatter"] = "json"
+# Celery workers and beat log through LOGGING above (covel/celery.py setup_logging), so one shape
+# has one log format.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# Prometheus metrics of every process on this host or pod (covel/metrics.py, multiprocess mode):
+# deployments point PROMETHEUS_MULTIPROC_DIR at an empty directory and wipe it when they start.
+# Set before prometheus-client is imported (the apps import it once Django is set up).
+os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(COVEL_HOME / "metrics"))
+Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)

@@ -1,9 +1,14 @@
 """Test shape (SQLite): the embedded default with a throw-away COVEL_HOME."""
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 _home = Path(tempfile.mkdtemp(prefix="covel-test-home-"))
+_home_owner = os.getpid()
+# Removed when the process that made it exits (not a forked worker child that inherited the hook).
+atexit.register(lambda: os.getpid() == _home_owner and shutil.rmtree(_home, ignore_errors=True))
 os.environ["COVEL_HOME"] = str(_home)
 
 from .embedded import *  # noqa: E402,F401,F403

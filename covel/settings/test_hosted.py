@@ -1,9 +1,14 @@
 """Test shape (hosted): PostgreSQL at TEST_DATABASE_URL and Redis at TEST_REDIS_URL (local defaults)."""
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
 _home = Path(tempfile.mkdtemp(prefix="covel-test-home-"))
+_home_owner = os.getpid()
+# Removed when the process that made it exits (not a forked worker child that inherited the hook).
+atexit.register(lambda: os.getpid() == _home_owner and shutil.rmtree(_home, ignore_errors=True))
 os.environ["COVEL_HOME"] = str(_home)
 os.environ["DATABASE_URL"] = os.environ.get("TEST_DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/covel"
 os.environ["REDIS_URL"] = os.environ.get("TEST_REDIS_URL") or "redis://127.0.0.1:6379/15"
@@ -18,6 +23,9 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 COVEL_SESSION_LOCK_TIMEOUT_SECONDS = 5
 # Tests drive background work themselves: in-process threads unless a test starts a real worker.
 COVEL_INPROCESS_WORKER = True
+# Tests confirm the server's (scripted) model services for runtime jobs explicitly (spec 004
+# canRunRuntimeJobWithServerServices); the credential rule's own tests turn it off.
+COVEL_CAN_RUN_RUNTIME_JOB_WITH_SERVER_SERVICES = True
 COVEL_ALLOWED_HOSTS = ["testserver"]
 # A database per test run so that concurrent runs (developers, CI) never drop each other's tables.
 # Subprocesses started by tests (daphne, Celery) must use DATABASES["default"]["NAME"] once

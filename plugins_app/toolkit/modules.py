@@ -11,8 +11,12 @@ import types
 from pathlib import Path
 
 
-def _module_name(plugin_id: str) -> str:
+def module_name_of(plugin_id: str) -> str:
+    """The top package name a plugin's modules are imported under (``covel_plugin_<id>``)."""
     return "covel_plugin_" + plugin_id.replace("-", "_")
+
+
+_module_name = module_name_of
 
 
 def module_load_by_path(root: Path, plugin_id: str, relpath: str) -> types.ModuleType:

@@ -145,10 +145,12 @@ class Api:
         model: str | None = None,
         read_timeout_seconds: float = ACTION_READ_TIMEOUT_SECONDS,
         on_frame: Callable[[dict[str, Any]], None] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> ActionResult:
         """POST /api/actions and read the stream to its end (or until ``on_frame`` raises StopStream).
 
         Latency is measured from sending the request to receiving ``execution.completed``.
+        headers: extra request headers (``X-Provider-Keys``...).
         """
         body: dict[str, Any] = {
             "requestId": request_id or f"e2e-{uuid.uuid4().hex[:16]}",
@@ -160,7 +162,8 @@ class Api:
             body["model"] = model
         timeout = httpx.Timeout(connect=10.0, read=read_timeout_seconds, write=10.0, pool=10.0)
         started = time.monotonic()
-        with self.http.stream("POST", "/api/actions", json=body, headers=self._headers(), timeout=timeout) as response:
+        with self.http.stream("POST", "/api/actions", json=body, headers={**self._headers(), **(headers or {})},
+                              timeout=timeout) as response:
             result = ActionResult(request=body, status_code=response.status_code, base_url=self.base_url)
             content_type = response.headers.get("content-type", "")
             if response.status_code != 200 or not content_type.startswith("text/event-stream"):

@@ -293,7 +293,8 @@ class Cluster:
             key: value
             for key, value in os.environ.items()
             # The pytest process runs with the test settings; none of that may leak into the cluster.
-            if not key.startswith(("DJANGO_", "COVEL_", "TEST_", "PYTEST_")) and key not in {"DATABASE_URL", "REDIS_URL"}
+            if not key.startswith(("DJANGO_", "COVEL_", "TEST_", "PYTEST_"))
+            and key not in {"DATABASE_URL", "REDIS_URL", "PROMETHEUS_MULTIPROC_DIR"}
         }
         env.update(
             {
@@ -443,18 +444,23 @@ class Cluster:
         self.beat = self._spawn(proc)
         return proc
 
-    def _wait_health(self, proc: Proc) -> None:
+    def _wait_health(self, proc: Proc, *, require_workers: bool = True) -> None:
+        """Wait until ``proc`` answers /api/health ok; without ``require_workers`` a 503 whose only
+        failing check is ``workers`` (no worker consumes the queues yet) counts as up."""
         deadline = time.monotonic() + HEALTH_TIMEOUT_SECONDS
         last = "no answer"
         while time.monotonic() < deadline:
             if not proc.is_running():
                 raise ClusterError(f"{proc.name} exited ({proc.popen.returncode}) before /api/health answered:\n{proc.log_tail()}")
             try:
-                response = httpx.get(f"http://127.0.0.1:{proc.port}/api/health", timeout=2)
+                response = httpx.get(f"http://127.0.0.1:{proc.port}/api/health", timeout=5)
                 if response.status_code == 200 and response.json().get("status") == "ok":
                     return
+                failing = {name for name, check in (response.json().get("checks") or {}).items() if not check.get("ok")}
+                if not require_workers and failing == {"workers"}:
+                    return
                 last = f"{response.status_code} {response.text[:300]}"
-            except httpx.HTTPError as exc:
+            except (httpx.HTTPError, ValueError) as exc:
                 last = f"{type(exc).__name__}: {exc}"
             time.sleep(0.2)
         raise ClusterError(f"{proc.name} not healthy after {HEALTH_TIMEOUT_SECONDS} s ({last}):\n{proc.log_tail()}")
@@ -491,10 +497,10 @@ class Cluster:
             for _ in range(worker_count):
                 self.worker_start()
             self.beat_start()
-            for proc in self.web:
-                self._wait_health(proc)
             for proc in self.workers:
                 self.worker_wait_ready(proc)
+            for proc in self.web:
+                self._wait_health(proc, require_workers=worker_count > 0)
         except BaseException:
             self.stop(check=False)
             raise

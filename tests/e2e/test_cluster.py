@@ -14,8 +14,12 @@ def test_both_web_processes_are_healthy_on_the_hosted_shape(cluster):
     for body in bodies:
         assert body["status"] == "ok", body
         assert body["storage"]["data"]["backend"] == "pg"
-        assert {"database", "redis"} <= set(body["checks"]), body["checks"]
-        assert all(check == {"ok": True} for check in body["checks"].values()), body["checks"]
+        assert {"database", "redis", "workers"} <= set(body["checks"]), body["checks"]
+        assert all(body["checks"][name] == {"ok": True} for name in ("database", "redis", "migrations")), body["checks"]
+        # and every queue is consumed by both workers (celery inspect, issue 23)
+        consumers = body["checks"]["workers"]["queues"]
+        assert set(consumers) == {"turns", "jobs", "media", "worldgen"}, body["checks"]["workers"]
+        assert all(len(names) == len(cluster.workers) for names in consumers.values()), body["checks"]["workers"]
     assert bodies[0]["bootId"] != bodies[1]["bootId"]
 
 

@@ -50,13 +50,22 @@ TALLY_HANDLER = textwrap.dedent(
 )
 
 
-def tally_plugin_install() -> None:
-    """Write the tally plugin into COVEL_HOME/plugins and rebuild the registry."""
+def tally_manifest(detached: dict | None = None) -> str:
+    """TALLY_MANIFEST, with ``schedule.detached`` a mapping (e.g. ``{"maxExecutionMs": 500}``) when given."""
+    if not detached:
+        return TALLY_MANIFEST
+    lines = "\n".join(f"      {key}: {value}" for key, value in detached.items())
+    return TALLY_MANIFEST.replace("    detached: true", "    detached:\n" + lines)
+
+
+def tally_plugin_install(*, detached: dict | None = None) -> None:
+    """Write the tally plugin into COVEL_HOME/plugins and rebuild the registry; ``detached``: see
+    ``tally_manifest``."""
     from plugins_app.registry import registry_reset
 
     root = Path(settings.COVEL_HOME) / "plugins" / "tally"
     root.mkdir(parents=True, exist_ok=True)
-    (root / "PLUGIN.md").write_text(TALLY_MANIFEST, encoding="utf-8")
+    (root / "PLUGIN.md").write_text(tally_manifest(detached), encoding="utf-8")
     (root / "handler.py").write_text(TALLY_HANDLER, encoding="utf-8")
     registry_reset()
 

@@ -109,9 +109,11 @@ class FrameParser:
 
 
 class AsgiSse:
-    """Open GET /api/events/stream on the real ASGI application in this process."""
+    """Open GET /api/events/stream (or another SSE ``path``) on the real ASGI application in this process."""
 
-    def __init__(self, query: str, headers: list[tuple[bytes, bytes]] | None = None, client_ip: str = "127.0.0.1") -> None:
+    def __init__(self, query: str, headers: list[tuple[bytes, bytes]] | None = None, client_ip: str = "127.0.0.1",
+                 path: str = "/api/events/stream") -> None:
+        self.path = path
         self.query = query
         self.headers = headers or []
         self.client_ip = client_ip
@@ -129,7 +131,7 @@ class AsgiSse:
 
         scope = {
             "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
-            "path": "/api/events/stream", "raw_path": b"/api/events/stream", "query_string": self.query.encode(),
+            "path": self.path, "raw_path": self.path.encode(), "query_string": self.query.encode(),
             "root_path": "", "headers": [(b"host", HOST), *self.headers],
             "client": (self.client_ip, 5000), "server": ("127.0.0.1", 3001),
         }

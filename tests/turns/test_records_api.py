@@ -79,14 +79,19 @@ def test_runtime_outputs_filters_single_and_full_prompt(client, session):
     assert missing.status_code == 404
 
 
-def test_interaction_records_list_and_filters(client, session):
+def test_interaction_records_list_external_inputs_only_with_filters(client, session):
+    # given: two input records and a form the turn asked (a request is not an external input)
     sid = session["id"]
-    InteractionRecord.objects.create(session_id=sid, interaction_id="i1", turn_id="t1", type="form", plugin_id="teller",
-                                     status="answered", answer={"name": "Ada"})
-    InteractionRecord.objects.create(session_id=sid, interaction_id="i2", turn_id="t1", type="choice", plugin_id="dims")
+    InteractionRecord.objects.create(session_id=sid, interaction_id="r1", turn_id="t1", type="form-submit", plugin_id="teller",
+                                     status="input", spec={"source": "player", "channel": "web", "payload": {"values": {"name": "Ada"}}})
+    InteractionRecord.objects.create(session_id=sid, interaction_id="r2", turn_id="t2", type="message",
+                                     status="input", spec={"source": "player", "channel": "web", "payload": {"kind": "say", "text": "Hi"}})
+    InteractionRecord.objects.create(session_id=sid, interaction_id="hero", turn_id="t0", type="form", plugin_id="teller")
+    # when / then
     items = client.get(f"/api/sessions/{sid}/interaction-records").json()["items"]
-    assert [i["id"] for i in items] == ["i2", "i1"]
+    assert [i["id"] for i in items] == ["r2", "r1"]
     forms = client.get(f"/api/sessions/{sid}/interaction-records?type=form-submit").json()["items"]
-    assert [(i["id"], i["payload"], i["source"], i["targetPluginId"]) for i in forms] == [("i1", {"name": "Ada"}, "player", "teller")]
-    assert [i["id"] for i in client.get(f"/api/sessions/{sid}/interaction-records?targetPluginId=dims").json()["items"]] == ["i2"]
+    assert [(i["id"], i["payload"], i["source"], i["channel"], i["targetPluginId"]) for i in forms] == [
+        ("r1", {"values": {"name": "Ada"}}, "player", "web", "teller")]
+    assert [i["id"] for i in client.get(f"/api/sessions/{sid}/interaction-records?targetPluginId=teller").json()["items"]] == ["r1"]
     assert client.get(f"/api/sessions/{sid}/interaction-records?source=external-api").json()["items"] == []

@@ -30,7 +30,7 @@ import jsonschema
 from plugins_app.manifests import RuntimeManifest
 from turns.engine import trace as T
 from turns.engine.env import ExecutionEnv
-from turns.engine.hooks import POST_TOOL_USE, has_hooks, post_tool_use, pre_tool_use
+from turns.engine.hooks import POST_TOOL_USE, has_hooks, post_context_assembly, post_tool_use, pre_llm_call, pre_tool_use
 from covel.jsoncopy import json_copy
 from turns.engine.prompt import (
     budget_cut,
@@ -284,21 +284,28 @@ def agent_runtime_run(
     inputs: dict[str, Any],
     upstream_texts: list[str],
     run_id: str,
+    resume: dict[str, Any] | None = None,
 ) -> RuntimeResult:
     """Run one agent runtime to completion. Never raises for a runtime failure: the result has
-    status failed/suspended and error {message, code}."""
+    status failed/suspended and error {message, code}.
+
+    resume: continue a suspended run instead of starting one (spec 004 §Suspend / Resume: agent
+    runtime 从保存下来的工具调用记录接着跑): ``{continuation, data, proposals}`` — the saved
+    continuation (``RuntimeResult.suspension["continuation"]``), the player's answer, and the
+    writes staged before the suspension. A suspended result keeps its staged writes in
+    ``proposals`` and describes itself in ``suspension``."""
     assert runtime.agent is not None
     agent = runtime.agent
     is_story = is_story_runtime(runtime)
     result = RuntimeResult(runtime_id=runtime.id, plugin_id=runtime.plugin_id, stage=runtime.stage,
                            status=STATUS_SUCCESS, is_story=is_story, run_id=run_id)
-    own = StagedProposals()
+    own = StagedProposals(resume["proposals"] if resume else ())
     view = EngineStateView(env.snapshot, upstream=upstream, own=own, form_validators=env.form_validators,
                            event_topics=env.event_topics, datasets=env.datasets)
     emit = _emitter(env, runtime, turn)
     started = time.monotonic()
     try:
-        _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstream_texts, emit, started)
+        _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstream_texts, emit, started, resume=resume)
     except RuntimeFailure as exc:
         result.status = STATUS_FAILED
         result.error = {"message": exc.message, "code": exc.code}
@@ -309,11 +316,11 @@ def agent_runtime_run(
         result.status = STATUS_FAILED
         result.error = {"message": f"{type(exc).__name__}: {exc}", "code": "runtime_error"}
     result.duration_ms = int((time.monotonic() - started) * 1000)
-    if result.status != STATUS_SUCCESS:
+    if result.status == STATUS_SUCCESS or (result.status == STATUS_SUSPENDED and result.suspension is not None):
+        result.proposals = own.items()
+    else:
         result.proposals = []
         result.pending_inputs = []
-    else:
-        result.proposals = own.items()
     return result
 
 
@@ -324,7 +331,7 @@ def _emitter(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo):
     return emit
 
 
-def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstream_texts, emit, started) -> None:
+def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstream_texts, emit, started, resume=None) -> None:
     from turns.engine.tools.context import ToolContext
 
     require, after_tools = completion_of(runtime)
@@ -378,6 +385,8 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
                                if is_story else ([], False))
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}, *history,
                                       {"role": "user", "content": user_message_build(env, turn, is_story=is_story, upstream_texts=upstream_texts)}]
+    messages = post_context_assembly(env, runtime, turn, messages, inputs=inputs, view=view, is_story=is_story,
+                                     template=lambda: prompt_source(env, runtime))  # PostContextAssembly hooks
     max_steps = int(agent.loop.get("maxSteps") or DEFAULT_MAX_STEPS)
     max_retries = max(0, int(agent.loop.get("maxRetries") or 0))
     call_timeout_ms = int(agent.loop.get("callTimeoutMs") or 0) or None
@@ -389,6 +398,7 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
         content_locale=env.snapshot.locale, logical_turn=turn.logical_turn, cancel=env.cancel,
         dataset_tool_names=frozenset(runtime_tools), inputs={k: {"value": v} for k, v in inputs.items()},
         on_success=lambda outcome: _stage_outcome(own, runtime, outcome),
+        model_router=env.router,  # memory-search's embedding slot
     )
     manifest = env.manifest(runtime.plugin_id)
     business_success = False
@@ -398,7 +408,23 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
     interactions: dict[str, dict[str, Any]] = {}
     steer = turn_control_of(env.cancel) if is_story else None
     steer_carried: list[str] = []
-    for step in range(1, max_steps + 1):
+    first_step = 1
+    if resume is not None:
+        # The saved conversation is the context (no re-assembly); the suspend call's placeholder
+        # result is replaced by {summary, data} under the same toolCallId (spec 000 §suspend).
+        saved = resume["continuation"]
+        messages = json_copy(saved["messages"])
+        for message in messages:
+            if message.get("role") == "tool" and message.get("tool_call_id") == saved["suspendCallId"]:
+                message["content"] = json.dumps({"summary": "The player answered.", "data": resume["data"]}, ensure_ascii=False)
+        business_success = bool(saved.get("businessSuccess"))
+        unresolved_failures = dict(saved.get("unresolvedFailures") or {})
+        interactions = dict(saved.get("interactions") or {})
+        first_step = int(saved.get("step") or 0) + 1
+        if first_step > max_steps:
+            max_steps = first_step  # the answer always gets one model call
+    suspend_call_id: str | None = None
+    for step in range(first_step, max_steps + 1):
         if env.cancel.is_cancelled:
             raise RuntimeFailure("aborted", "the execution was stopped")
         if (time.monotonic() - started) * 1000 > timeout_ms:
@@ -430,6 +456,7 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
                 "pending_interactions": json_copy(env.snapshot.pending_interactions),
             },
         )
+        request, call_model = pre_llm_call(env, runtime, turn, request, model_id)  # PreLLMCall hooks: this call only
         call_started = _now_iso()
         emit(T.LLM_CALLING, {"step": step, "slot": slot.name, "provider": slot.provider, "model": model_id or slot.model,
                              "startedAt": call_started, "messages": request.messages, "toolNames": listed})
@@ -438,7 +465,7 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
         streamed: list[str] = []
         for attempt in range(max_retries + 1):
             try:
-                response = _model_call(env, slot, model_id, request, streamed, call_timeout_ms=call_timeout_ms,
+                response = _model_call(env, slot, call_model, request, streamed, call_timeout_ms=call_timeout_ms,
                                        on_delta=(lambda t: emit(T.NARRATIVE_DELTA, {"text": t, "step": step})) if is_story else None)
                 break
             except ModelError as exc:
@@ -548,6 +575,8 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
                         finished = True
                 elif outcome.control == CONTROL_SUSPEND:
                     result.status = STATUS_SUSPENDED
+                    suspend_call_id = outcome.call_id
+                    suspend_content = content
                     finished = True
                 if outcome.name in after_tools:
                     result.output = content
@@ -575,6 +604,13 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
             raise RuntimeFailure("max_steps", f"the runtime did not complete within {max_steps} steps")
         result.output = result.output if result.output is not None else ({"text": last_text} if last_text else None)
     if result.status == STATUS_SUSPENDED:
+        if suspend_call_id is not None:
+            result.suspension = {
+                "reason": str(suspend_content.get("reason") or ""), "resumeSchema": suspend_content.get("resumeSchema") or {},
+                "continuation": {"kind": "agent", "messages": json_copy(messages), "suspendCallId": suspend_call_id,
+                                 "step": step, "businessSuccess": business_success,
+                                 "unresolvedFailures": unresolved_failures, "interactions": interactions},
+            }
         return
     schema = _output_schema(runtime, env)
     if schema is not None and result.output is not None and not is_story:

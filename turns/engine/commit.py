@@ -24,14 +24,15 @@ from typing import Any, Callable
 
 from django.db import IntegrityError, transaction
 
-from turns.engine import trace as T
+from turns.engine import ports, trace as T
 from turns.engine.appliers import appliers
 from turns.engine.appliers.narrative import story_content, story_segments
 from turns.engine.appliers.base import CommitContext, ProposalRejected
 from turns.engine.appliers.plugin_data import plugin_data_forget, plugin_data_prefetch
-from turns.engine.appliers.interaction import interaction_record
-from turns.engine.runtime import STATUS_SUCCESS, RuntimeResult, TurnInfo
+from turns.engine.appliers.interaction import interaction_inputs_record, interaction_record
+from turns.engine.runtime import STATUS_FAILED, STATUS_SUCCESS, RuntimeResult, TurnInfo
 from plugins_app.toolkit import proposals as P
+from sessions import faults
 from turns.events import NewEvent, session_events_append
 
 TURN_COMPLETED = "turn.completed"
@@ -78,11 +79,19 @@ class CommitPlan:
     count_player_turn: bool = False
     lore_override: str | None = None
     summary: dict[str, Any] = field(default_factory=dict)
+    #: Called first inside the commit transaction with the locked Session, before any write (a
+    #: check that may raise to roll the commit back, e.g. a resume's data-changed check).
+    before_apply: list[Callable[[Any], None]] = field(default_factory=list)
     #: Called inside the commit transaction with the locked Session; returns extra NewEvents.
     in_transaction: list[Callable[[Any], list[NewEvent]]] = field(default_factory=list)
     #: Called inside the commit transaction with the locked Session right before the story prose is
     #: saved, so what they write (e.g. merged steer messages) precedes the prose in the history.
     before_story: list[Callable[[Any], None]] = field(default_factory=list)
+    #: Background follower job specs (turns.engine.followers); staged in the transaction unless
+    #: their source runtime's writes were dropped. ``followers_staged``: ``[{jobId, runtimeId}]`` of
+    #: the ones written, filled by ``turn_commit`` before the ``in_transaction`` hooks run.
+    followers: list[dict[str, Any]] = field(default_factory=list)
+    followers_staged: list[dict[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -120,6 +129,8 @@ def turn_commit(*, session_id: str, plan: CommitPlan, results: list[RuntimeResul
     try:
         with transaction.atomic():
             session = Session.objects.select_for_update().get(pk=session_id)
+            for check in plan.before_apply:
+                check(session)
             ctx = CommitContext(session=session, turn_id=turn.turn_id)
             player_message_id = None
             if plan.player_input is not None:
@@ -132,13 +143,8 @@ def turn_commit(*, session_id: str, plan: CommitPlan, results: list[RuntimeResul
                 TurnMessage.objects.create(session=session, turn_id=turn.turn_id, runtime_id="", role="user",
                                            content={"text": pi.rendered})
                 player_message_id = pi.message_id
-            for answer in plan.answers:
-                updated = InteractionRecord.objects.filter(
-                    session=session, turn_id=answer["turnId"], interaction_id=answer["interactionId"], status="pending",
-                ).update(status="answered", answer={"values": answer["values"], "filledNarrative": answer.get("filledNarrative", "")},
-                         answered_at=_now())
-                if not updated:
-                    raise CommitFailed("interaction_already_submitted", "This interaction was already answered.")
+            answers_save(session, plan.answers, turn.turn_id)
+            interaction_inputs_record(session, turn.turn_id, plan.player_input, plan.answers)
             # Every plugin-data row the proposals name, in one query (see appliers/plugin_data.py).
             plugin_data_prefetch(ctx, [p for r in results if r.contributes for p in r.proposals])
             for result in results:
@@ -195,10 +201,20 @@ def turn_commit(*, session_id: str, plan: CommitPlan, results: list[RuntimeResul
             if plan.lore_override is not None:
                 session.metadata = {**(session.metadata or {}), "loreOverride": plan.lore_override}
                 fields.append("metadata")
+            fault_events = plugin_faults_settle(session, results, tracer, turn.turn_id)
+            if fault_events is not None and "metadata" not in fields:
+                fields.append("metadata")
+            ctx.events.extend(fault_events or [])
             session.save(update_fields=fields)
             TurnResult.objects.create(session=session, execution_id=plan.execution_id, turn_id=turn.turn_id, origin=turn.origin,
                                       committed=True, player_turn_index=player_turn_index,
                                       input_message_id=plan.player_input.message_id if plan.player_input else "", summary=summary)
+            dropped = {item["runtimeId"] for item in failed}
+            followers = [spec for spec in plan.followers if spec.get("sourceRuntimeId") not in dropped]
+            if followers:
+                ctx.events.extend(ports.runtime_jobs_stage(session=session, jobs=[
+                    {k: v for k, v in spec.items() if k != "sourceRuntimeId"} for spec in followers]))
+            plan.followers_staged = [{"jobId": spec["jobId"], "runtimeId": spec["runtimeId"]} for spec in followers]
             for hook in plan.in_transaction:
                 ctx.events.extend(hook(session))
             for item in failed:
@@ -215,14 +231,28 @@ def turn_commit(*, session_id: str, plan: CommitPlan, results: list[RuntimeResul
 
 def turn_failure_record(*, session_id: str, plan: CommitPlan, results: list[RuntimeResult], tracer: T.Tracer,
                         abort_reason: str = "", error: dict[str, Any] | None = None) -> None:
-    """Record a turn that committed nothing: its TurnResult (committed false), trace rows and the
-    settled setup attempts, in their own transaction."""
+    """Record a turn that committed nothing: its TurnResult (committed false), trace rows, the
+    settled setup attempts and the interaction answers it started with, in their own transaction."""
     from sessions.models import Session
     from turns.models import TurnResult
 
     with transaction.atomic():
-        if plan.setup_runtimes is not None:
-            Session.objects.filter(pk=session_id).update(setup_runtimes=plan.setup_runtimes)
+        fault_events = None
+        session = Session.objects.select_for_update().filter(pk=session_id).first()
+        if session is not None:
+            fields = ["updated_at"]
+            if plan.setup_runtimes is not None:
+                session.setup_runtimes = plan.setup_runtimes
+                fields.append("setup_runtimes")
+            # Own faults count whether or not the turn committed (sessions.faults).
+            fault_events = plugin_faults_settle(session, results, tracer, plan.turn.turn_id)
+            if fault_events is not None:
+                fields.append("metadata")
+            if len(fields) > 1:
+                session.save(update_fields=fields)
+            # The answers were saved when the turn started: its retry_turn runs it again from them
+            # without submitting them again (spec 004 §玩家交互 连接中断).
+            answers_save(session, plan.answers, plan.turn.turn_id, strict=False)
         summary = {**plan.summary, "runtimeResults": [r.summary() for r in results]}
         if error:
             summary["error"] = error
@@ -232,6 +262,60 @@ def turn_failure_record(*, session_id: str, plan: CommitPlan, results: list[Runt
                       "abort_reason": abort_reason, "summary": summary},
         )
         T.trace_rows_write(session_id, plan.trace_id, tracer.take_records())
+        if fault_events:
+            session_events_append(session_id, fault_events)
+
+
+def answers_save(session: Any, answers: list[dict[str, Any]], turn_id: str, *, strict: bool = True) -> None:
+    """Mark each answered interaction answered by ``turn_id`` (inside the caller's transaction):
+    ``answer`` = ``{values, filledNarrative, answeredTurnId}``. Answers marked ``saved`` (recorded
+    when a recovered turn first started) are left alone. strict: raise CommitFailed
+    (interaction_already_submitted) when one is no longer pending (else it is skipped)."""
+    from turns.models import InteractionRecord
+
+    for answer in answers:
+        if answer.get("saved"):
+            continue
+        updated = InteractionRecord.objects.filter(
+            session=session, turn_id=answer["turnId"], interaction_id=answer["interactionId"], status="pending",
+        ).update(status="answered", answered_at=_now(), answer={
+            "values": answer["values"], "filledNarrative": answer.get("filledNarrative", ""), "answeredTurnId": turn_id})
+        if not updated and strict:
+            raise CommitFailed("interaction_already_submitted", "This interaction was already answered.")
+
+
+def plugin_fault_outcomes(results: list[RuntimeResult]) -> dict[str, dict[str, Any] | None]:
+    """Per plugin that ran in this execution: its first own fault ``{code, runtimeId}``, or None when
+    it ran without one and at least one of its runtimes succeeded (sessions.faults). Plugins whose
+    runtimes were only skipped, deferred or failed for a host reason are left out."""
+    out: dict[str, dict[str, Any] | None] = {}
+    for result in results:
+        if result.status == STATUS_FAILED and faults.fault_is_own(result.error):
+            if out.get(result.plugin_id) is None:
+                out[result.plugin_id] = {"code": result.error.get("code"), "runtimeId": result.runtime_id}
+        elif result.status == STATUS_SUCCESS:
+            out.setdefault(result.plugin_id, None)
+    return out
+
+
+def plugin_faults_settle(session: Any, results: list[RuntimeResult], tracer: T.Tracer, turn_id: str) -> list[NewEvent] | None:
+    """Settle the fault breaker of the locked ``session`` with one execution's results: the
+    breaker's trace events go to ``tracer`` (``counted`` stored only; ``latched`` / ``cleared`` also
+    forwarded to the action stream); returns the session events to append in the same transaction
+    (latched / cleared, topic ``plugin``), or None when the breaker state did not change."""
+    outcomes = plugin_fault_outcomes(results)
+    if not outcomes:
+        return None
+    events = faults.plugin_faults_settle(session, outcomes)
+    if not events:
+        return None
+    out: list[NewEvent] = []
+    for event in events:
+        tracer.emit(event.type, event.payload, turn_id=turn_id, plugin_id=event.payload["pluginId"],
+                    runtime_id=event.payload.get("runtimeId") or "", forward=event.is_visible)
+        if event.is_visible:
+            out.append(NewEvent(type=event.type, topic="plugin", turn_id=turn_id, payload=event.payload))
+    return out
 
 
 def _runtime_output_json(result: RuntimeResult, session: Any) -> dict[str, Any]:

@@ -8,7 +8,8 @@ resolved against the runtime's directory, loaded by file path. ``handle(ctx)`` r
   ``preGameDone: true`` key completes a setup runtime; ``interaction``/``interactions`` ask the
   player (same shape as a tool result's ``interaction``); ``text`` is kept in the output.
 - None (no output) or any other JSON value (the output).
-Raising fails the runtime and discards all of its writes. Any failed ``ctx.tools.call`` fails
+Raising, or returning ``{"status": "failed", "error"?}`` (the runtime reports its own failure),
+fails the runtime and discards all of its writes. Any failed ``ctx.tools.call`` fails
 the runtime too, even when the handler catches the error (spec: 不会提交部分写入).
 
 Guards (``guard: ./guard.py``, function ``guard``) run before an agent runtime with the same
@@ -30,7 +31,8 @@ from turns.engine import trace as T
 from turns.engine.env import ExecutionEnv
 from turns.engine.hooks import pre_tool_use
 from covel.jsoncopy import json_copy
-from turns.engine.runtime import STATUS_FAILED, STATUS_SKIPPED, STATUS_SUCCESS, RuntimeFailure, RuntimeResult, TurnInfo
+from turns.engine.runtime import (STATUS_FAILED, STATUS_SKIPPED, STATUS_SUCCESS, STATUS_SUSPENDED, RuntimeFailure, RuntimeResult,
+                                  TurnInfo)
 from turns.engine.state import EngineStateView, StagedProposals
 from plugins_app.toolkit import proposals as P
 from turns.engine.tools.context import ToolContext
@@ -40,6 +42,8 @@ from turns.engine.tools.executor import STATUS_SUCCESS as CALL_SUCCESS, ToolCall
 DEFAULT_HANDLER_NAME = "handle"
 DEFAULT_GUARD_NAME = "guard"
 RESERVED_KEYS = ("proposals", "pluginData", "interaction", "interactions")
+#: Error code of a runtime whose own result says ``status: "failed"`` without naming a code.
+RUNTIME_REPORTED_FAILURE = "runtime_reported_failure"
 
 
 
@@ -189,7 +193,9 @@ class FunctionContext:
     submissions (interaction answers saved with this turn), pending_interactions (unanswered
     interactions of the session), inputs (resolved io.inputs by name), settings (user settings),
     manual_payload (plugin-rpc runtime payload, else None), trigger_event (event jobs:
-    ``{eventId, topic, pluginId, payload}``, else None),
+    ``{eventId, topic, pluginId, payload}``, else None), resume_data / resumed_from_suspension_id (a
+    resumed run: the player's answer and the suspension id; else None; returning ``{"outcome":
+    "suspended", "reason", "resumeSchema"?}`` suspends the runtime),
     world (_World), plugin_data (_PluginData), tools (_Tools), log(message).
     """
 
@@ -208,6 +214,9 @@ class FunctionContext:
         self.manual_payload = json_copy(turn.manual_payload)
         self.trigger_event = json_copy(turn.trigger_event)
         self.pending_interactions = json_copy(env.snapshot.pending_interactions)
+        # A resumed run (spec 004 §Suspend / Resume): the player's answer and the suspension it answers.
+        self.resume_data = json_copy(turn.resume_data)
+        self.resumed_from_suspension_id = turn.resumed_from_suspension_id
         self.inputs = json_copy(inputs)
         self.settings = json_copy(env.user_settings.get(runtime.plugin_id, {}))
         self.world = _World(env, view)
@@ -237,7 +246,12 @@ class FunctionContext:
 
 
 def handler_return_apply(value: Any, ctx: FunctionContext, result: RuntimeResult) -> None:
-    """Read a handler/guard return value into ``result`` (see module docstring). Raises RuntimeFailure."""
+    """Read a handler/guard return value into ``result`` (see module docstring). Raises RuntimeFailure,
+    also for a result that reports its own failure (``{"status": "failed", "error"?: str | {code?,
+    message}}``): the runtime is failed like any other (stream, trace, turn result,
+    ``failedRuntimeIds``), with ``error.code`` ``runtime_reported_failure`` unless it names one."""
+    if isinstance(value, dict) and value.get("status") == STATUS_FAILED:
+        raise _reported_failure(value.get("error"))
     if isinstance(value, dict):
         output = {k: v for k, v in value.items() if k not in RESERVED_KEYS}
         for item in value.get("proposals") or []:
@@ -267,6 +281,19 @@ def handler_return_apply(value: Any, ctx: FunctionContext, result: RuntimeResult
             result.output = json.loads(json.dumps(value))
         except (TypeError, ValueError):
             raise RuntimeFailure("output_invalid", "the handler returned a value JSON cannot hold") from None
+
+
+def _reported_failure(error: Any) -> RuntimeFailure:
+    """The RuntimeFailure of a result ``{"status": "failed", "error": ...}`` (see handler_return_apply)."""
+    code, message = RUNTIME_REPORTED_FAILURE, "the runtime reported a failure"
+    if isinstance(error, str) and error.strip():
+        message = error
+    elif isinstance(error, dict):
+        if isinstance(error.get("code"), str) and error["code"].strip():
+            code = error["code"]
+        if isinstance(error.get("message"), str) and error["message"].strip():
+            message = error["message"]
+    return RuntimeFailure(code, message[:2000])
 
 
 def _emitter(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo):
@@ -331,9 +358,18 @@ def function_runtime_run(env: ExecutionEnv, runtime: RuntimeManifest, turn: Turn
         value = handler(ctx)
         if ctx.failed:
             raise RuntimeFailure("tool_failed", "a ctx.tools.call failed; the runtime's writes are discarded")
-        handler_return_apply(value, ctx, result)
-        result.pending_inputs = list(ctx.interactions.values())
-        result.proposals = own.items()
+        if isinstance(value, dict) and value.get("outcome") == "suspended":
+            # {outcome: "suspended", reason, resumeSchema?}: wait for the player (spec 004 §Suspend /
+            # Resume: function runtime 重新调用 handler，数据通过 ctx.resumeData 传入).
+            schema = value.get("resumeSchema") if isinstance(value.get("resumeSchema"), dict) else {"type": "object"}
+            result.status = STATUS_SUSPENDED
+            result.suspension = {"reason": str(value.get("reason") or ""), "resumeSchema": schema,
+                                 "continuation": {"kind": "function", "inputs": json_copy(inputs)}}
+            result.proposals = own.items()
+        else:
+            handler_return_apply(value, ctx, result)
+            result.pending_inputs = list(ctx.interactions.values())
+            result.proposals = own.items()
     except RuntimeFailure as exc:
         result.status, result.error = STATUS_FAILED, {"message": exc.message, "code": exc.code}
     except ToolCallFailed as exc:

@@ -6,8 +6,14 @@ the execution's turn(s), commits each in one transaction, and streams frames to 
 events, ``narrative.delta`` (ephemeral), post-commit domain events, and finally exactly one
 ``execution.completed`` ({committed, turnId, origin, abortReason?}) — carrying the opening
 continuation's data when one ran. A rejection found inside the lock (input_already_committed,
-interaction errors, session not active) emits a single ``error.occurred`` instead and returns
+interaction errors, session not active, the retry_source_* / retry_target_* / recovery_unavailable
+checks of turns.engine.retry) emits a single ``error.occurred`` instead and returns
 ``rejected=True``; nothing is written then. The engine never raises for a runtime failure.
+
+Retries (spec 004 §Actions（SSE 桥接）, §重试的事件与状态): retry_runtime / retry_failed_runtimes run
+their targets in one manual turn reading the source turn's committed results, with the retry scope
+on every event; ``recoverFromTurnId`` runs a recorded turn again (retry_turn: its actions and the
+answers it saved). See turns.engine.retry.
 
 Detached runtimes (turns.engine.schedule) become runtime jobs: the turn's commit writes their
 RuntimeJob rows through the ``turns.engine.ports.runtime_jobs_stage`` port in the same transaction.
@@ -32,12 +38,25 @@ from typing import Any
 
 from django.conf import settings
 
+from sessions.faults import plugins_paused
 from turns.engine import hooks, ports, trace as T
 from turns.engine.commit import CommitFailed, CommitPlan, PlayerInput, turn_commit, turn_failure_record
 from turns.engine.env import CodeGrants, ExecutionEnv, community_entries_load, tools_for_registry
-from turns.engine.interactions import answers_resolve
+from turns.engine.followers import followers_plan
+from turns.engine.interactions import answers_resolve, form_validator_lookup
 from turns.engine.providers.config import ModelRouter, model_config_active
+from turns.engine.providers.routing import request_model_router
 from turns.engine.render import player_input_render
+from turns.engine.retry import (
+    SUMMARY_LOGICAL_TURN,
+    SUMMARY_RECOVERED_FROM,
+    SUMMARY_RETRY,
+    Recovery,
+    RetryRejected,
+    RetryScope,
+    recovery_resolve,
+    retry_scope_resolve,
+)
 from turns.engine.runtime import (
     ORIGIN_CONTINUATION,
     ORIGIN_MANUAL,
@@ -48,6 +67,7 @@ from turns.engine.runtime import (
 )
 from turns.engine.schedule import DeferredResult, runtime_run, turn_runtimes_run
 from turns.engine.setup import setup_all_done, setup_states_settle
+from turns.engine.suspend import suspension_rows_hook
 from turns.engine.snapshot import session_snapshot_load
 from turns.engine.steer import STEER_DISCARDED, STEER_MESSAGE_KIND, AppliedSteer, TurnControl, turn_control_of
 from turns.engine.tools.context import CancelToken
@@ -90,11 +110,15 @@ def _reject(sink, code: str, message: str, details: dict[str, Any] | None = None
     return ExecutionOutcome(committed=False, rejected=True, error={"code": code, "message": message})
 
 
-def _plugin_records(registry, active: list[str]):
+def _plugin_records(registry, active: list[str], metadata: dict[str, Any] | None = None):
+    """The loaded records of the session's saved plugins, in order, without the plugins the fault
+    breaker paused in the session (``metadata.pluginFaults``, sessions.faults): their runtimes and
+    hooks do not run until the player resumes them."""
+    paused = plugins_paused(metadata)
     out = []
     for plugin_id in active:
         record = registry.get(plugin_id)
-        if record is not None and record.is_loaded:
+        if record is not None and record.is_loaded and plugin_id not in paused:
             out.append(record)
     return out
 
@@ -107,6 +131,16 @@ def _user_settings(records, world_meta: dict[str, Any], request_settings: dict[s
         merged.update(world.get(record.id) or {})
         merged.update((request_settings or {}).get(record.id) or {})
         out[record.id] = merged
+    return out
+
+
+def _kind_schemas(env: ExecutionEnv) -> dict[str, dict[str, Any]]:
+    """``fieldsSchema`` of the active plugins' action kinds, by kind (``<pluginId>/<name>``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for record in env.plugins:
+        for item in record.manifest.contributes.action_kinds:
+            if isinstance(item, dict) and isinstance(item.get("name"), str) and isinstance(item.get("fieldsSchema"), dict):
+                out[f"{record.id}/{item['name']}"] = item["fieldsSchema"]
     return out
 
 
@@ -128,6 +162,7 @@ def execution_run(
     plugin_registry: Any = None,
     model_router: ModelRouter | None = None,
     code_grants: CodeGrants | None = None,
+    model_routing: dict[str, Any] | None = None,
 ) -> ExecutionOutcome:
     """Run one claimed execution (see module docstring).
 
@@ -142,6 +177,10 @@ def execution_run(
     code_grants: the session's community-code grants (``turns.engine.env.CodeGrants``), asked right
     before a community entry is imported and before each community runtime runs; None runs no
     community code (its runtimes fail with ``approval_required``).
+    model_routing: the request's own model routing, kept in memory only like the keys
+    (``{"slotConfig"?: <X-Slot-Config JSON>, "relay"?: <X-Model-Relay channel id>}``): bound slots
+    use the request's presets (turns.engine.providers.routing), and in the shared tiers their
+    loopback/LAN endpoints are reached through that relay channel (covel.model_relay).
     Preconditions: the caller holds the session lock for the whole call.
     """
     from sessions.models import Session
@@ -160,7 +199,7 @@ def execution_run(
         plugin_registry = registry_default()
     if model_router is None:
         config, _error = model_config_active(settings.COVEL_HOME, path=settings.COVEL_LLM_TOML)
-        model_router = ModelRouter(config, provider_keys=provider_keys)
+        model_router = request_model_router(config, provider_keys=provider_keys, routing=model_routing)
     input_message_id = payload.get("inputMessageId") if execution.type == TYPE_SUBMIT_ACTIONS else None
     if input_message_id:
         from sessions.models import ChatMessage
@@ -190,13 +229,15 @@ class _Runner:
         self.plugin_settings = plugin_settings
         self.tracer = T.Tracer(sink, trace_id=trace_id, session_id=session_id)
         self.turn_ids: list[str] = []
+        self.last_results: list[Any] = []  # the runtime results of the last turn run
+        self.recovered_from: str | None = None  # recoverFromTurnId, once checked
 
     def _env(self) -> ExecutionEnv:
         from sessions.models import Session
 
         session = Session.objects.get(pk=self.session_id)
         snapshot = session_snapshot_load(session)
-        records = _plugin_records(self.plugin_registry, snapshot.active_plugins)
+        records = _plugin_records(self.plugin_registry, snapshot.active_plugins, snapshot.metadata)
         community_entries_load(self.plugin_registry, records, self.code_grants)
         tool_registry, executor = tools_for_registry(self.plugin_registry)
         return ExecutionEnv(snapshot=snapshot, plugin_registry=self.plugin_registry, plugins=records,
@@ -220,52 +261,64 @@ class _Runner:
             snapshot.world.lore = lore_override
             snapshot.metadata["loreOverride"] = lore_override
         turn_id = str(uuid.uuid4())
-        if kind == TYPE_SUBMIT_ACTIONS:
-            actions = [dict(a) for a in payload.get("actions") or []]
+        scope: RetryScope | None = None
+        recovery: Recovery | None = None
+        reran_answers = False
+        try:
+            if isinstance(payload.get("recoverFromTurnId"), str):
+                recovery = recovery_resolve(self.session_id, payload["recoverFromTurnId"], execution_pk=self.execution.pk)
+                self.recovered_from = recovery.turn_id
+            if kind in (TYPE_RETRY_RUNTIME, TYPE_RETRY_FAILED_RUNTIMES):
+                ids = [payload["runtimeId"]] if kind == TYPE_RETRY_RUNTIME else list(payload.get("runtimeIds") or [])
+                scope = retry_scope_resolve(self.session_id, runtime_ids=ids, source_turn_id=payload.get("retryFromTurnId"),
+                                            runtimes={r.id: r for r in env.runtimes()},
+                                            completed_player_turns=snapshot.completed_player_turns)
+        except RetryRejected as exc:
+            return _reject(self.sink, exc.code, exc.message)
+        if kind == TYPE_SUBMIT_ACTIONS or (kind == TYPE_RETRY_TURN and recovery is not None and recovery.actions):
+            # retry_turn from a recorded turn runs its recorded actions again; answers it saved
+            # when it started are not submitted again (spec 004 §玩家交互 连接中断).
+            recorded = kind == TYPE_RETRY_TURN
+            actions = [dict(a) for a in (recovery.actions if recorded else payload.get("actions") or [])]
             try:
-                answers = answers_resolve(actions, snapshot.pending_interactions, locale=snapshot.locale,
-                                          form_validators=self._form_validator)
+                batch = answers_resolve(actions, snapshot.pending_interactions, locale=snapshot.locale,
+                                        session_id=self.session_id, kind_schemas=_kind_schemas(env),
+                                        form_validators=lambda plugin_id, name: form_validator_lookup(env, plugin_id, name),
+                                        saved=recovery.answered if recovery is not None else None)
             except CommitFailed as exc:
                 return _reject(self.sink, exc.code, exc.message, getattr(exc, "details", None))
-            player_input = self._player_input(env, actions, payload.get("inputMessageId"))
+            answers, actions = batch.answers, batch.actions
+            reran_answers = recorded and bool(answers)
+            message_id = (recovery.message_id if recorded and recovery is not None else None) or payload.get("inputMessageId")
+            player_input = self._player_input(env, actions, message_id)
             action_kind = actions[0].get("kind") if actions else None
-            if answers:
+            fresh = [a for a in answers if not a["saved"]]
+            if fresh:
                 self.sink.emit(T.INTERACTION_SUBMITTED, {
-                    "interactionTurnId": answers[0]["turnId"],
+                    "interactionTurnId": fresh[0]["turnId"],
                     "results": [{"submissionId": str(uuid.uuid4()), "interactionId": a["interactionId"], "values": a["values"],
-                                 "filledNarrative": a["filledNarrative"]} for a in answers],
+                                 "filledNarrative": a["filledNarrative"]} for a in fresh],
                     **({"message": {"id": player_input.message_id, "content": player_input.content}} if player_input else {}),
                 }, turn_id=turn_id)
-        elif kind == TYPE_RETRY_TURN:
-            source = payload.get("recoverFromTurnId")
-            if isinstance(source, str):
-                from turns.models import TurnResult
-
-                row = TurnResult.objects.filter(session_id=self.session_id, turn_id=source).first()
-                if row is None:
-                    return _reject(self.sink, "recovery_unavailable", "The turn to recover is not available.")
-                recorded = (row.summary or {}).get("playerInput") or {}
-                if row.origin == ORIGIN_CONTINUATION:
-                    origin = ORIGIN_CONTINUATION
-                if recorded.get("actions"):
-                    player_input = self._player_input(env, [dict(a) for a in recorded["actions"]], None)
-        elif kind in (TYPE_RETRY_RUNTIME, TYPE_RETRY_FAILED_RUNTIMES):
-            ids = [payload["runtimeId"]] if kind == TYPE_RETRY_RUNTIME else list(payload.get("runtimeIds") or [])
-            known = {r.id for r in env.runtimes()}
-            missing = [i for i in ids if i not in known]
-            if missing:
-                return _reject(self.sink, "retry_target_not_active", f"Runtime is not active in this session: {missing[0]}")
-            only = frozenset(ids)
+        if recovery is not None and recovery.origin == ORIGIN_CONTINUATION and kind == TYPE_RETRY_TURN:
+            origin = ORIGIN_CONTINUATION
+        if scope is not None:
+            only = frozenset(scope.runtime_ids)
             origin = ORIGIN_MANUAL
+            self.tracer.scope = scope.event_fields()
         setup_ids = _setup_runtime_ids(env)
         in_setup = snapshot.phase == "setup" and bool(setup_ids) and not setup_all_done(snapshot.setup_runtimes, setup_ids, _plugin_versions(env))
         if kind == TYPE_START_SESSION and not in_setup:
             origin = ORIGIN_CONTINUATION
+        logical_turn = scope.logical_turn if scope is not None and scope.logical_turn else snapshot.completed_player_turns + 1
         turn = TurnInfo(turn_id=turn_id, kind="setup" if in_setup and only is None else "main", origin=origin,
                         player_message=player_input.rendered if player_input else None, action_kind=action_kind,
-                        submissions=answers, logical_turn=snapshot.completed_player_turns + 1, only_runtime_ids=only)
-        outcome = self._turn(env, turn, player_input=player_input, answers=answers, lore_override=lore_override)
-        if (turn.kind == "setup" and outcome.committed and outcome.phase_became_playing and kind in (TYPE_SUBMIT_ACTIONS, TYPE_START_SESSION, TYPE_RETRY_TURN)):
+                        submissions=answers, logical_turn=logical_turn, only_runtime_ids=only,
+                        retry_source_turn_id=scope.source_turn_id if scope is not None else None)
+        outcome = self._turn(env, turn, player_input=player_input, answers=answers, lore_override=lore_override, scope=scope)
+        # A retry_turn continues into the opening only when it re-ran the player's answers (spec §开场接力).
+        continues = kind in (TYPE_SUBMIT_ACTIONS, TYPE_START_SESSION) or (kind == TYPE_RETRY_TURN and reran_answers)
+        if turn.kind == "setup" and outcome.committed and outcome.phase_became_playing and continues:
             if self.cancel.is_cancelled:
                 cont_id = str(uuid.uuid4())
                 self.turn_ids.append(cont_id)
@@ -276,12 +329,8 @@ class _Runner:
             outcome = self._turn(env, cont, player_input=None, answers=[], lore_override=None)
             turn = cont
         return self._completed(committed=outcome.committed, turn_id=turn.turn_id, origin=turn.origin,
-                               abort_reason=outcome.abort_reason, error=outcome.error, failed=outcome.failed_runtime_ids)
-
-    def _form_validator(self, plugin_id: str, name: str):
-        record = self.plugin_registry.get(plugin_id)
-        registration = record.registrations.form_validators.get(name) if record and record.is_loaded else None
-        return registration.target if registration else None
+                               abort_reason=outcome.abort_reason, error=outcome.error, failed=outcome.failed_runtime_ids,
+                               scope=scope.event_fields(self.last_results, committed=outcome.committed) if scope else None)
 
     def _player_input(self, env: ExecutionEnv, actions: list[dict[str, Any]], input_message_id: str | None) -> PlayerInput | None:
         snapshot = env.snapshot
@@ -299,7 +348,8 @@ class _Runner:
         return PlayerInput(message_id=input_message_id or str(uuid.uuid4()), content=rendered.content, rendered=rendered.rendered,
                            actions=rendered.actions, seat_id=(actions[0].get("seatId") if actions else None) or "main")
 
-    def _turn(self, env: ExecutionEnv, turn: TurnInfo, *, player_input, answers, lore_override) -> "_TurnOutcome":
+    def _turn(self, env: ExecutionEnv, turn: TurnInfo, *, player_input, answers, lore_override,
+              scope: RetryScope | None = None) -> "_TurnOutcome":
         from turns.models import Execution
 
         self.turn_ids.append(turn.turn_id)
@@ -315,7 +365,8 @@ class _Runner:
                 steer.steer_open()
             else:
                 self._steer_discard(turn, steer.steer_close(), "no_story_runtime")
-        results = turn_runtimes_run(env, turn)
+        results = turn_runtimes_run(env, turn, context=scope.context if scope is not None else None)
+        self.last_results = results
         applied: list[AppliedSteer] = []
         if steer is not None:
             self._steer_discard(turn, steer.steer_close(), "not_taken")
@@ -323,12 +374,16 @@ class _Runner:
         snapshot = env.snapshot
         plan = CommitPlan(turn=turn, execution_id=str(self.execution.pk), trace_id=self.trace_id, player_input=player_input,
                           answers=answers, lore_override=lore_override,
-                          summary={"origin": turn.origin, "kind": turn.kind,
-                                   **({"playerInput": {"actions": player_input.actions, "messageId": player_input.message_id}} if player_input else {})})
+                          summary={"origin": turn.origin, "kind": turn.kind, SUMMARY_LOGICAL_TURN: turn.logical_turn,
+                                   **({"playerInput": {"actions": player_input.actions, "messageId": player_input.message_id}} if player_input else {}),
+                                   **({SUMMARY_RETRY: scope.summary()} if scope is not None else {}),
+                                   **({SUMMARY_RECOVERED_FROM: self.recovered_from} if self.recovered_from else {})})
         if applied:
             plan.summary["steer"] = [{"message": a.message, "runtimeId": a.runtime_id, "step": a.step} for a in applied]
             plan.before_story.append(_steer_messages_hook(turn.turn_id, applied))
         failed_ids = [r.runtime_id for r in results if r.status == STATUS_FAILED]
+        # A sourced retry does not widen through event followers (spec 004 §批量恢复的边界).
+        plan.followers = [] if turn.retry_source_turn_id else followers_plan(env, turn, results)
         versions = _plugin_versions(env)
         deferred = [r for r in results if isinstance(r, DeferredResult)]
         if deferred:
@@ -358,6 +413,12 @@ class _Runner:
             plan.count_player_turn = (turn.origin == ORIGIN_PLAYER
                                       and (player_input is not None or self.execution.type == TYPE_RETRY_TURN)
                                       and (plan.phase or snapshot.phase) == "playing")
+        suspensions = suspension_rows_hook(results=results, turn=turn, count_policy=plan.count_player_turn,
+                                           player_turns=snapshot.completed_player_turns, plugin_versions=versions)
+        if suspensions is not None:
+            # Saved with the turn's writes; the player turn counts on the last resume (spec 004 §挂起与回合计数).
+            plan.in_transaction.append(suspensions)
+            plan.count_player_turn = False
         if story_failed:
             error = next(r.error for r in results if r.is_story and r.status == STATUS_FAILED)
             turn_failure_record(session_id=self.session_id, plan=plan, results=results, tracer=self.tracer, error=error)
@@ -401,8 +462,9 @@ class _Runner:
         } for r in deferred]
 
     def _completed(self, *, committed: bool, turn_id: str, origin: str, abort_reason: str | None = None,
-                   error: dict[str, Any] | None = None, failed: list[str] | None = None) -> ExecutionOutcome:
-        payload: dict[str, Any] = {"committed": committed, "turnId": turn_id, "origin": origin}
+                   error: dict[str, Any] | None = None, failed: list[str] | None = None,
+                   scope: dict[str, Any] | None = None) -> ExecutionOutcome:
+        payload: dict[str, Any] = {"committed": committed, "turnId": turn_id, "origin": origin, **(scope or {})}
         if abort_reason:
             payload["abortReason"] = abort_reason
         if error:
@@ -519,7 +581,7 @@ def runtime_job_execute(
     execution_id = str(uuid.uuid4())
     tracer = T.Tracer(sink or T.RecordingSink(), trace_id=execution_id, session_id=session.id)
     snapshot = session_snapshot_load(session)
-    records = _plugin_records(plugin_registry, snapshot.active_plugins)
+    records = _plugin_records(plugin_registry, snapshot.active_plugins, snapshot.metadata)
     runtime = next((r for p in records for r in p.manifest.runtimes if r.id == job.runtime_id), None)
     if runtime is None:
         raise RuntimeJobRejected("runtime_not_active", f"Runtime is not active in this session: {job.runtime_id}")
@@ -541,7 +603,8 @@ def runtime_job_execute(
     result = runtime_run(env, runtime, turn, inputs=dict(payload.get("inputs") or {}))
     plan = CommitPlan(turn=turn, execution_id=None, trace_id=execution_id,
                       summary={"origin": ORIGIN_DETACHED, "kind": "main", "jobId": job_id,
-                               "sourceTurnId": origin.get("sourceTurnId")})
+                               "sourceTurnId": origin.get("sourceTurnId")},
+                      followers=followers_plan(env, turn, [result]))
     return RuntimeJobRun(job_id=job_id, session_id=session.id, execution_id=execution_id, turn=turn, result=result,
                          plan=plan, tracer=tracer)
 
@@ -549,6 +612,8 @@ def runtime_job_execute(
 def runtime_job_commit(run: RuntimeJobRun, *, in_transaction) -> Any:
     """Commit a runtime job's result in one transaction (``turn_commit``); the caller holds the
     session lock. ``in_transaction(session) -> [NewEvent]`` runs inside it (the job's fencing
-    check and terminal state). Returns the CommitOutcome; raises CommitFailed (nothing written)."""
+    check and terminal state), after the run's background followers were staged: it may read
+    ``run.plan.followers_staged`` (``[{jobId, runtimeId}]``, the parent job's ``deferredJobs``).
+    Returns the CommitOutcome; raises CommitFailed (nothing written)."""
     run.plan.in_transaction = [in_transaction]
     return turn_commit(session_id=run.session_id, plan=run.plan, results=[run.result], tracer=run.tracer)

@@ -28,7 +28,8 @@ class TurnInfo:
     ([{turnId, interactionId, type, pluginId, runtimeId, values, filledNarrative}]).
     logical_turn: the turn number fixed for the whole execution (completedPlayerTurns + 1).
     manual_payload: the plugin-rpc payload of a manual run; trigger_event: an event job's
-    ``{eventId, topic, pluginId, payload}`` (both None otherwise).
+    ``{eventId, topic, pluginId, payload}`` (both None otherwise). only_runtime_ids: the runtimes a
+    retry names (they run whatever their trigger, start turn or interval).
     """
 
     turn_id: str
@@ -41,6 +42,12 @@ class TurnInfo:
     only_runtime_ids: frozenset[str] | None = None
     manual_payload: Any = None
     trigger_event: dict[str, Any] | None = None
+    #: A resumed function runtime: the player's answer and the suspension it answers.
+    resume_data: Any = None
+    resumed_from_suspension_id: str | None = None
+    #: A retry of the failed runtimes of this committed turn (turns.engine.retry): the targets run in
+    #: the foreground only (no detached jobs, no event followers).
+    retry_source_turn_id: str | None = None
 
 
 @dataclass
@@ -72,6 +79,10 @@ class RuntimeResult:
     duration_ms: int = 0
     is_optional: bool = True
     run_id: str = ""
+    #: A suspended run (the ``suspend`` tool): ``{reason, resumeSchema, continuation}`` where
+    #: continuation is what resuming needs (turns.engine.suspend); its staged writes stay in
+    #: ``proposals`` and are committed only by the last successful resume.
+    suspension: dict[str, Any] | None = None
 
     @property
     def contributes(self) -> bool:

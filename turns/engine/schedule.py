@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from plugins_app.manifests import STAGES, RuntimeManifest
-from turns.engine import trace as T
+from turns.engine import hooks, trace as T
 from turns.engine.agent import agent_runtime_run, is_story_runtime
 from turns.engine.commit import STATUS_DEFERRED
 from turns.engine.env import ExecutionEnv
@@ -69,6 +69,8 @@ SKIP_MISSING_INPUT = "missing-input"
 SKIP_START_TURN = "start-turn"
 SKIP_INTERVAL = "interval"
 SKIP_ABORTED = "aborted"
+#: Skip reason prefix of a runtime a PreRuntime hook stopped ("hook-aborted: <reason>").
+SKIP_HOOK_ABORTED = "hook-aborted"
 
 DETACHABLE_STAGES = ("post-turn", "audit")
 #: Runtime error code when a community runtime lacks its session grant at run time.
@@ -102,10 +104,11 @@ def runtimes_select(env: ExecutionEnv, turn: TurnInfo) -> list[tuple[RuntimeMani
         r.plugin_id for r in env.runtimes()
         if r.stage == "setup" and r.trigger.type == "auto" and (setup_states.get(r.id) or {}).get("state") != DONE
     }
+    named = turn.only_runtime_ids is not None
     for runtime in env.runtimes():
-        if turn.only_runtime_ids is not None and runtime.id not in turn.only_runtime_ids:
+        if named and runtime.id not in turn.only_runtime_ids:
             continue
-        if runtime.trigger.type not in RUNNABLE_TRIGGERS or runtime.is_subagent_only or runtime.stage is None:
+        if (runtime.trigger.type not in RUNNABLE_TRIGGERS and not named) or runtime.is_subagent_only or runtime.stage is None:
             continue
         if turn.kind == "setup":
             if runtime.stage != "setup":
@@ -119,6 +122,9 @@ def runtimes_select(env: ExecutionEnv, turn: TurnInfo) -> list[tuple[RuntimeMani
             continue
         if runtime.plugin_id in incomplete_plugins:
             out.append((runtime, SKIP_SETUP_INCOMPLETE))
+            continue
+        if named:  # a retry runs what it names (spec 004 §Actions: 按手动触发的方式只重跑指定的 runtime)
+            out.append((runtime, None))
             continue
         if runtime.trigger.start_turn and turn.logical_turn < runtime.trigger.start_turn:
             out.append((runtime, SKIP_START_TURN))
@@ -218,9 +224,13 @@ def _run_one(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo, upstre
     emit_payload = {"runtimeId": runtime.id, "pluginId": runtime.plugin_id, "stage": runtime.stage, "runId": run_id}
     env.tracer.emit(T.RUNTIME_STARTED, emit_payload, turn_id=turn.turn_id, plugin_id=runtime.plugin_id, runtime_id=runtime.id)
     denial = _code_denial(env, runtime)
+    hook_skip = hooks.pre_runtime(env, runtime, turn, inputs) if denial is None else None
     if denial is not None:
         result = RuntimeResult(runtime_id=runtime.id, plugin_id=runtime.plugin_id, stage=runtime.stage, status=STATUS_FAILED,
                                error=denial, run_id=run_id)
+    elif hook_skip is not None:  # a PreRuntime guard hook stopped it (turns.engine.hooks)
+        result = RuntimeResult(runtime_id=runtime.id, plugin_id=runtime.plugin_id, stage=runtime.stage, status=STATUS_SKIPPED,
+                               skip_reason=f"{SKIP_HOOK_ABORTED}: {hook_skip}", run_id=run_id)
     elif runtime.runtime_type == "function" and runtime.function is not None:
         result = function_runtime_run(env, runtime, turn, upstream=upstream, inputs=inputs, run_id=run_id)
     else:
@@ -229,6 +239,7 @@ def _run_one(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo, upstre
             result = agent_runtime_run(env, runtime, turn, upstream=upstream, inputs=inputs,
                                        upstream_texts=upstream_texts, run_id=run_id)
     result.is_story = is_story_runtime(runtime)
+    result = hooks.post_runtime(env, runtime, turn, result)
     payload = {**emit_payload, "status": result.status, "durationMs": result.duration_ms}
     if result.error:
         payload["error"] = result.error
@@ -296,7 +307,7 @@ def detach_unsafe_reason(runtime: RuntimeManifest, selected: list[RuntimeManifes
 
 
 def _detachable(env: ExecutionEnv, turn: TurnInfo, selected: list[tuple[RuntimeManifest, str | None]]) -> set[str]:
-    if turn.kind != "main":
+    if turn.kind != "main" or turn.retry_source_turn_id:  # a sourced retry stays in the foreground
         return set()
     runnable = [r for r, reason in selected if reason is None]
     out: set[str] = set()
@@ -325,14 +336,27 @@ def runtime_run(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo, *, 
     return _run_one(env, runtime, turn, [], inputs, list(upstream_texts or []))
 
 
-def turn_runtimes_run(env: ExecutionEnv, turn: TurnInfo) -> list[RuntimeResult]:
+def turn_runtimes_run(env: ExecutionEnv, turn: TurnInfo, *, context: list[RuntimeResult] | None = None) -> list[RuntimeResult]:
     """Select and run the turn's runtimes; returns results in completion order by stage.
-    Safe detached runtimes yield a DeferredResult instead of running (module docstring)."""
+    Safe detached runtimes yield a DeferredResult instead of running (module docstring).
+    context: results of an earlier turn a retry reads as if they were this turn's upstream
+    (``io.inputs``, ``needs``, the story text; turns.engine.retry); never returned, so never
+    committed again."""
     selected = runtimes_select(env, turn)
+    if hooks.has_hooks(env, hooks.PRE_SCHEDULE):
+        # PreSchedule may narrow or reorder what runs (not what is skipped); dropped runtimes are not scheduled.
+        kept = hooks.pre_schedule(env, turn, [r for r, reason in selected if reason is None])
+        selected = [(r, None) for r in kept] + [(r, reason) for r, reason in selected if reason is not None]
     manifests = {r.id: r for r, _ in selected}
     detachable = _detachable(env, turn, selected)
     results: dict[str, RuntimeResult] = {}
     ordered: list[RuntimeResult] = []
+    context = [c for c in context or () if c.runtime_id not in manifests]
+    if context:
+        known = {r.id: r for r in env.runtimes()}
+        manifests.update({c.runtime_id: known[c.runtime_id] for c in context if c.runtime_id in known})
+        results.update({c.runtime_id: c for c in context})
+    context_texts = [c.text for c in context if c.status == STATUS_SUCCESS and c.is_story and c.text]
     for runtime, reason in selected:
         if reason is not None:
             results[runtime.id] = _skipped(env, runtime, turn, reason)
@@ -358,7 +382,7 @@ def turn_runtimes_run(env: ExecutionEnv, turn: TurnInfo) -> list[RuntimeResult]:
                     ordered.append(failed)
                 break
             upstream = [p for res in ordered if res.status == STATUS_SUCCESS for p in res.proposals]
-            upstream_texts = [res.text for res in ordered if res.status == STATUS_SUCCESS and res.is_story and res.text]
+            upstream_texts = context_texts + [res.text for res in ordered if res.status == STATUS_SUCCESS and res.is_story and res.text]
             jobs: list[tuple[RuntimeManifest, dict[str, Any]]] = []
             for runtime in ready:
                 del pending[runtime.id]

@@ -107,11 +107,16 @@ class Tracer:
         self._lock = threading.Lock()
         self._seq = 0
         self.records: list[TraceRecord] = []
+        #: Fields merged into every payload while set (a retry's scope, spec 004 §重试的事件与状态:
+        #: ``sourceTurnId``, ``runtimeIds``, ``sourceCommitted``, ``sourceFailedRuntimeIds``).
+        self.scope: dict[str, Any] | None = None
 
     def emit(self, type: str, payload: dict[str, Any], *, turn_id: str, plugin_id: str = "", runtime_id: str = "",
              forward: bool | None = None, persist: bool | None = None) -> None:
         """Forward (when the table says so, or ``forward`` forces it) and buffer one event."""
         ephemeral = type in EPHEMERAL_EVENT_TYPES
+        if self.scope and not ephemeral:
+            payload = {**payload, **self.scope}
         do_forward = type in FORWARDED_EVENT_TYPES if forward is None else forward
         do_persist = (not ephemeral) if persist is None else persist
         with self._lock:

@@ -27,3 +27,48 @@ def interaction_record(ctx: CommitContext, spec: dict[str, Any], *, plugin_id: s
 
 def apply_interaction_request(ctx: CommitContext, proposal: Proposal) -> None:
     interaction_record(ctx, dict(proposal.payload), plugin_id=proposal.plugin_id, runtime_id=proposal.runtime_id)
+
+
+SOURCE_PLAYER = "player"
+CHANNEL_WEB = "web"
+#: Record type of an answer, by interaction type; other player actions are "message", a slash
+#: command "skill-invoke".
+ANSWER_RECORD_TYPES = {"form": "form-submit", "choice": "click", "confirmation": "click"}
+COMMAND_KIND = "command"
+
+
+def interaction_inputs_record(session: Any, turn_id: str, player_input: Any, answers: list[dict[str, Any]]) -> None:
+    """Write the external-input records of a committed turn's player input (inside its commit
+    transaction, spec 004 §统一翻译层): one per action — an answer as ``form-submit`` (form) or
+    ``click`` (choice, confirmation) targeting the interaction's plugin, a slash command as
+    ``skill-invoke``, any other action as ``message`` — each with a new id, source ``player`` and
+    channel ``web``. Best effort (spec: 写入失败只记一条警告日志): a failed write is logged and
+    rolled back to its savepoint, the turn still commits."""
+    import logging
+    import uuid
+
+    from django.db import DatabaseError, transaction
+
+    rows: list[InteractionRecord] = []
+    for answer in answers:
+        payload = {"interactionTurnId": answer["turnId"], "interactionId": answer["interactionId"],
+                   "interactionType": answer["type"], "values": answer["values"],
+                   "filledNarrative": answer.get("filledNarrative", "")}
+        rows.append(InteractionRecord(session=session, interaction_id=str(uuid.uuid4()), turn_id=turn_id,
+                                      type=ANSWER_RECORD_TYPES.get(answer["type"], "form-submit"),
+                                      plugin_id=answer.get("pluginId") or "", runtime_id=answer.get("runtimeId") or "",
+                                      status=InteractionRecord.STATUS_INPUT, spec={"source": SOURCE_PLAYER, "channel": CHANNEL_WEB, "payload": payload}))
+    for action in (player_input.actions if player_input is not None else []):
+        if action.get("interaction"):
+            continue  # recorded above, once per answer
+        payload = {k: v for k, v in action.items() if k in ("kind", "text", "fields", "seatId", "actorId")}
+        rows.append(InteractionRecord(session=session, interaction_id=str(uuid.uuid4()), turn_id=turn_id,
+                                      type="skill-invoke" if action.get("kind") == COMMAND_KIND else "message",
+                                      status=InteractionRecord.STATUS_INPUT, spec={"source": SOURCE_PLAYER, "channel": CHANNEL_WEB, "payload": payload}))
+    if not rows:
+        return
+    try:
+        with transaction.atomic():
+            InteractionRecord.objects.bulk_create(rows)
+    except DatabaseError:
+        logging.getLogger("covel.turns").warning("turn %s: interaction records not written", turn_id, exc_info=True)

@@ -23,7 +23,9 @@ from covel.outbound import ProviderKey
 class ModelError(Exception):
     """A provider failure. code: "provider_error" | "idle_timeout" | "bad_response" | "no_key"
     | "not_configured" | "unreachable" (no answer from the endpoint) | "target_not_allowed" /
-    "model_relay_unavailable" (covel.outbound refused the endpoint's address before connecting);
+    "model_relay_unavailable" (covel.outbound refused the endpoint's address before connecting, or
+    the request's model relay has no browser connected) | "model_relay_failed" /
+    "model_relay_too_large" (the player's browser failed or overfilled a relayed call);
     status: upstream HTTP status when there was one. ``message`` never holds a key."""
 
     def __init__(self, code: str, message: str, *, status: int | None = None) -> None:

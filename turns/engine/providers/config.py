@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import urlsplit
 
-from covel import outbound
+from covel import metrics, outbound
 from turns.engine.providers.base import ModelClient, ModelError, ModelRequest, StreamItem, TextDelta
 from turns.engine.providers.scripted import ScriptedClient
 
@@ -204,9 +205,12 @@ class ModelRouter:
     """
 
     def __init__(self, config: ModelConfig | None = None, *, provider_keys: dict[str, str] | None = None,
-                 clients: dict[str, ModelClient] | None = None) -> None:
+                 clients: dict[str, ModelClient] | None = None, relay: Any = None) -> None:
+        """relay: the request's model-relay transport (covel.model_relay.transport_for), given to the
+        clients of request-supplied slots (spec 004 §本地模型中继); None relays nothing."""
         self.config = config or ModelConfig()
         self.provider_keys = dict(provider_keys or {})
+        self.relay = relay
         self._clients: dict[str, ModelClient] = dict(clients or {})
 
     def client_for(self, slot: SlotConfig) -> ModelClient:
@@ -229,7 +233,8 @@ class ModelRouter:
             from turns.engine.providers.openai_chat import OpenAIChatClient
 
             client = OpenAIChatClient(base_url=slot.endpoint, idle_timeout_ms=slot.idle_timeout_ms,
-                                      is_request_supplied=slot.is_request_supplied)
+                                      is_request_supplied=slot.is_request_supplied,
+                                      relay=self.relay if slot.is_request_supplied else None)
         self._clients[key] = client
         return client
 
@@ -257,13 +262,17 @@ class ModelRouter:
             else:
                 error = None
                 started = False
+                called = time.monotonic()
                 try:
                     for item in self.client_for(current).stream(request):
                         if isinstance(item, TextDelta):
                             started = True
                         yield item
+                    metrics.model_call_observe(provider=current.provider, seconds=time.monotonic() - called)
                     return
                 except ModelError as exc:
+                    metrics.model_call_observe(provider=current.provider, seconds=time.monotonic() - called,
+                                               error_code=exc.code)
                     if started or exc.code == "idle_timeout":
                         raise
                     error = exc

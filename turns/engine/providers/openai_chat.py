@@ -13,6 +13,11 @@ streamed (protocol ``openai-chat-v1``), over httpx.
   For such an endpoint every failure that is not a model's own answer reads the same
   ("could not reach the model endpoint") and no upstream body is quoted, so the server cannot be
   used to tell ports apart or to read other services; error texts never hold the key.
+- Local model relay (spec 004 §本地模型中继): with ``relay`` (covel.model_relay.RelayTransport), a
+  request-supplied endpoint on loopback/LAN in a shared tier is fetched by the player's browser;
+  its answer is parsed as any other. Relay failures keep their code and ``Local model relay: …``
+  message (ModelError "model_relay_unavailable" | "model_relay_failed" | "model_relay_too_large"),
+  and a stalled relay is an "idle_timeout" like a silent provider.
 """
 
 from __future__ import annotations
@@ -60,16 +65,19 @@ class OpenAIChatClient:
 
     base_url: the endpoint (``.../v1``). is_request_supplied: the endpoint came from a client
     (X-Slot-Config), see the module docstring. transport: test seam replacing the network.
+    relay: the request's model-relay transport (covel.model_relay), for a request-supplied
+    loopback/LAN endpoint in a shared tier.
     """
 
     name = NAME
 
     def __init__(self, *, base_url: str, idle_timeout_ms: int | None = None, transport: httpx.BaseTransport | None = None,
-                 is_request_supplied: bool = False) -> None:
+                 is_request_supplied: bool = False, relay: httpx.BaseTransport | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.idle_timeout_ms = idle_timeout_ms or DEFAULT_IDLE_TIMEOUT_MS
         self.transport = transport
         self.is_request_supplied = is_request_supplied
+        self.relay = relay
 
     def _key(self, request: ModelRequest) -> outbound.ProviderKey | None:
         if isinstance(request.api_key, outbound.ProviderKey) or not request.api_key:
@@ -120,7 +128,8 @@ class OpenAIChatClient:
         frames = 0
         try:
             with outbound.send("POST", f"{self.base_url}/chat/completions", is_request_supplied=self.is_request_supplied,
-                               key=key, json=body, headers=headers, timeout=timeout, transport=self.transport) as response:
+                               key=key, json=body, headers=headers, timeout=timeout, transport=self.transport,
+                               relay=self.relay) as response:
                 if response.status_code >= 400:
                     raise self._http_error(response, key)
                 if response.status_code >= 300:
@@ -166,6 +175,8 @@ class OpenAIChatClient:
                             slot["arguments"] += function.get("arguments") or ""
                         if choice.get("finish_reason"):
                             finish = choice["finish_reason"]
+        except outbound.RelayError as exc:
+            raise ModelError("idle_timeout" if exc.code == outbound.CODE_RELAY_TIMEOUT else exc.code, exc.message) from None
         except outbound.OutboundError as exc:
             if exc.code == outbound.CODE_TIMEOUT:
                 raise ModelError("idle_timeout", f"the provider sent nothing for {self.idle_timeout_ms} ms") from None

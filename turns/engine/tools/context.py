@@ -155,6 +155,9 @@ class ToolContext:
     #: parallel pool) ends, before the next call starts: the agent stages the call's writes there
     #: so the rest of the reply reads them. None: the caller collects outcomes itself.
     on_success: Callable[[Any], None] | None = None
+    #: The turn's ModelRouter (the request's keys and X-Slot-Config): memory-search embeds with its
+    #: ``memory`` slot (turns.engine.providers.embeddings). None: keyword-only memory.
+    model_router: Any = None
 
 
 class CallContext:
@@ -179,6 +182,7 @@ class CallContext:
         self.emitted_event_topics = frozenset(tool_context.emitted_event_topics)
         self.dataset_tool_names = tool_context.dataset_tool_names
         self.inputs = json_copy(tool_context.inputs)
+        self.model_router = tool_context.model_router
         self.cancel = CancelToken()
         self._lock = threading.Lock()
         self._closed = False

@@ -1,9 +1,17 @@
-"""memory-search: BM25 over recall (messages + summaries) and archival (lorebook, characters,
-searchable plugin data) (spec 000, memory-search, 插件记忆与向量搜索).
+"""memory-search: hybrid recall over recall (messages + summaries) and archival (lorebook,
+characters, searchable plugin data) (spec 000, memory-search, 插件记忆与向量搜索).
 
-No embedding slot is used here: both sources rank with BM25 (k1=1.2, b=0.75). CJK text is
-split into adjacent-character bigrams; English words are lower-cased with plural and
-possessive endings folded to the base form.
+Keywords: both sources rank with BM25 (k1=1.2, b=0.75). CJK text is split into adjacent-character
+bigrams; English words are lower-cased with plural and possessive endings folded to the base form.
+
+Vectors: when the call's context carries the turn's model router (``ToolContext.model_router``),
+vectors are on (``VECTOR_BACKEND`` is not ``none``), an embedding model is configured (the
+``memory`` slot, or the offline default) and the session's index is not stale, each source is also
+ranked by cosine similarity (turns.engine.memory_index, one query embedding shared by both
+sources), and the two rankings are fused by reciprocal rank (k=60; BM25 hits below a tenth of the
+best BM25 score are left out of the fusion, so words that nearly every item shares do not vote).
+When the vector side is off or fails, a source ranks by BM25 alone. Scores are comparable only
+inside their own source.
 """
 
 from __future__ import annotations
@@ -170,6 +178,65 @@ def _search(docs: list[_Doc], query: str, limit: int) -> list[tuple[_Doc, float]
     return [(docs[i], score) for i, score in bm25_rank(query, [d.text for d in docs])[:limit]]
 
 
+RRF_K = 60
+#: BM25 hits below this share of the best score do not vote in the fusion.
+BM25_FUSION_FLOOR = 0.1
+
+
+def fuse(keyword: list[tuple[int, float]], vector: list[tuple[int, float]], limit: int) -> list[tuple[int, float]]:
+    """Reciprocal-rank fusion of two rankings of the same items: (index, fused score), best first."""
+    top = keyword[0][1] if keyword else 0.0
+    scores: dict[int, float] = {}
+    for rank, (i, score) in enumerate(k for k in keyword if k[1] >= BM25_FUSION_FLOOR * top):
+        scores[i] = scores.get(i, 0.0) + 1.0 / (RRF_K + rank + 1)
+    for rank, (i, _cos) in enumerate(vector[: max(limit * 4, 20)]):
+        scores[i] = scores.get(i, 0.0) + 1.0 / (RRF_K + rank + 1)
+    return sorted(scores.items(), key=lambda t: -t[1])[:limit]
+
+
+def _thread_connection_close() -> None:
+    """Close the database connection a tool worker thread opened (the executor's threads are not
+    Django's request threads; an open connection would outlive the call)."""
+    import threading
+
+    from django.db import connection
+
+    if threading.current_thread() is not threading.main_thread() and not connection.in_atomic_block:
+        connection.close()
+
+
+def _hybrid(ctx: CallContext, query: str, scope: str, limit: int) -> tuple[list, list] | None:
+    """(recall hits, archival hits) ranked by BM25 fused with vectors, or None when the vector
+    side is off for this call (no router in the context, vectors off, stale, or it failed)."""
+    router = getattr(ctx, "model_router", None)
+    if router is None:
+        return None
+    from turns.engine import memory_index
+    from turns.engine.providers.embeddings import embedder_for
+
+    items = memory_index.memory_items(ctx.state, scope=scope)
+    choice = embedder_for(router)
+    try:
+        ranked = memory_index.memory_vector_rank(ctx.session_id, choice, query, items)
+    finally:
+        _thread_connection_close()
+    if ranked is None:
+        return None
+    out = []
+    for source in ("recall", "archival"):
+        positions = [i for i, item in enumerate(items) if item.source == source]
+        if not positions:
+            out.append([])
+            continue
+        local = {p: n for n, p in enumerate(positions)}
+        docs = [_Doc(source, items[p].text, role=items[p].role, kind=items[p].kind,
+                     key=_readable_key(items[p].label) if source == "archival" else None) for p in positions]
+        keyword = bm25_rank(query, [d.text for d in docs])
+        vector = [(local[i], score) for i, score in ranked if i in local]
+        out.append([(docs[i], score) for i, score in fuse(keyword, vector, limit)])
+    return out[0], out[1]
+
+
 def interleave(recall: list[Any], archival: list[Any], limit: int) -> list[Any]:
     """Alternate by rank, recall first on equal rank; the other source fills when one runs out."""
     out: list[Any] = []
@@ -183,8 +250,12 @@ def interleave(recall: list[Any], archival: list[Any], limit: int) -> list[Any]:
 
 def _execute(args: dict[str, Any], ctx: CallContext) -> ToolResult:
     query, scope, limit = args["query"], args.get("scope", "all"), args.get("limit", DEFAULT_LIMIT)
-    recall = _search(_recall_docs(ctx), query, limit) if scope in ("recall", "all") else []
-    archival = _search(_archival_docs(ctx), query, limit) if scope in ("archival", "all") else []
+    hybrid = _hybrid(ctx, query, scope, limit)
+    if hybrid is not None:
+        recall, archival = hybrid
+    else:
+        recall = _search(_recall_docs(ctx), query, limit) if scope in ("recall", "all") else []
+        archival = _search(_archival_docs(ctx), query, limit) if scope in ("archival", "all") else []
     hits = interleave(recall, archival, limit) if scope == "all" else (recall or archival)[:limit]
     results = []
     lines = []

@@ -1,0 +1,1 @@
+document.getElementById("map").textContent = "Map ready";
