@@ -12,7 +12,7 @@ Environment (all optional):
   COVEL_E2E_WORKER_CONCURRENCY  prefork children per Celery worker, default 2
   COVEL_E2E_KEEP_LOGS       "1" keeps the run directory (logs, COVEL_HOME) after teardown
 
-The database is named ``covel_e2e_<pid>`` and carries a comment with the host and pid; a run that
+The database is named ``covel_e2e_<pid>_<n>`` (n: the cluster's number in this process) and carries a comment with the host and pid; a run that
 finds such a database of a dead pid on this host (a crashed earlier run) drops it first.
 
 Private stores (the fault-injection scenarios, ``cluster_new(private_stores=True)``): the cluster
@@ -25,6 +25,7 @@ them and removes their directories.
 from __future__ import annotations
 
 import glob
+import itertools
 import os
 import pwd
 import re
@@ -45,6 +46,7 @@ import redis
 REPO = Path(__file__).resolve().parents[2]
 CLAIM_KEY = "covel:e2e:claim"
 DB_PREFIX = "covel_e2e_"
+_DB_SERIAL = itertools.count(1)
 HEALTH_TIMEOUT_SECONDS = 90
 WORKER_READY_TIMEOUT_SECONDS = 90
 STOP_TIMEOUT_SECONDS = 30
@@ -255,7 +257,9 @@ class Cluster:
     pg_url: str = field(default_factory=lambda: os.environ.get("COVEL_E2E_PG_URL", "postgres://postgres@127.0.0.1:5432"))
     redis_server_url: str = field(default_factory=lambda: os.environ.get("COVEL_E2E_REDIS_URL", "redis://127.0.0.1:6379"))
     worker_concurrency: int = field(default_factory=lambda: int(os.environ.get("COVEL_E2E_WORKER_CONCURRENCY", "2")))
-    db_name: str = field(default_factory=lambda: f"{DB_PREFIX}{os.getpid()}")
+    # One process may run several clusters (the shared one and a scenario's own): each gets its own
+    # database, or a scenario's start/stop would drop the shared cluster's data.
+    db_name: str = field(default_factory=lambda: f"{DB_PREFIX}{os.getpid()}_{next(_DB_SERIAL)}")
     redis_db: int | None = None
     web: list[Proc] = field(default_factory=list)
     workers: list[Proc] = field(default_factory=list)
