@@ -8,8 +8,11 @@ COVEL_BIND_HOST ?= 127.0.0.1
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/covel
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 PYTEST_ARGS ?=
+# Test processes per shape (pytest-xdist; 1 = no workers).
+TEST_WORKERS ?= 2
+XDIST = $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
-.PHONY: install run test lint-imports test-sqlite test-hosted worker beat flower migrate cluster-start cluster-stop e2e
+.PHONY: install run test lint-imports test-sqlite test-hosted worker beat flower migrate cluster-start cluster-stop e2e transcripts
 
 $(VENV)/.installed: requirements.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required (found %s)" % sys.version.split()[0])'
@@ -27,6 +30,12 @@ migrate: install
 run: migrate
 	@echo "Covel serves http://$(COVEL_BIND_HOST):$(PORT) (API docs: /api/docs, admin: /admin/). Ctrl-C stops it."
 	$(VENV)/bin/daphne -b $(COVEL_BIND_HOST) -p $(PORT) covel.asgi:application
+
+# docs/examples/<world>.<locale>.md: 10 scripted turns per builtin world and locale, played in-process
+# on a throw-away embedded database (fixed session ids, so the prose is the same on every run).
+transcripts: install
+	@home=$$(mktemp -d) && env -u DATABASE_URL COVEL_HOME=$$home $(PY) manage.py migrate --noinput -v0 \
+		&& env -u DATABASE_URL COVEL_HOME=$$home $(PY) manage.py transcripts --out docs/examples; rc=$$?; rm -rf $$home; exit $$rc
 
 # Celery worker for the hosted shape (DATABASE_URL and REDIS_URL must be set); each gets a unique
 # node name (covel-<pid>@<host>), so several can run on one machine.
@@ -53,11 +62,11 @@ lint-imports: install
 	$(VENV)/bin/lint-imports --no-cache
 
 test-sqlite: install
-	$(VENV)/bin/pytest --ds=covel.settings.test -q $(PYTEST_ARGS)
+	$(VENV)/bin/pytest --ds=covel.settings.test -q $(XDIST) $(PYTEST_ARGS)
 
 test-hosted: install
 	TEST_DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
-		$(VENV)/bin/pytest --ds=covel.settings.test_hosted -q $(PYTEST_ARGS)
+		$(VENV)/bin/pytest --ds=covel.settings.test_hosted -q $(XDIST) $(PYTEST_ARGS)
 
 # Local hosted-shape cluster (2 daphne + 2 Celery workers + Flower) on the local PostgreSQL/Redis.
 cluster-start: install

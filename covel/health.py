@@ -111,6 +111,29 @@ def _workers_check() -> dict[str, Any] | None:
     return check
 
 
+#: The memory index's status (``turns.engine.memory_index.vector_status``), installed by the turns
+#: app at start-up: covel sits below the apps and cannot import them (.importlinter).
+_vector_status: Any = None
+VECTOR_OFF = {"capable": False, "driver": "none", "modelCount": 0, "tableCount": 0}
+
+
+def vector_status_install(status: Any) -> None:
+    """Install the callable that answers the ``vector`` section of GET /api/health."""
+    global _vector_status
+    _vector_status = status
+
+
+def _vector_section(db_ok: bool) -> dict[str, Any]:
+    """spec 004 §健康检查 vector: capable / driver / modelCount / tableCount of the real memory
+    index (``none`` under VECTOR_BACKEND=none, without the index module, or with the database down)."""
+    if _vector_status is None or not db_ok:
+        return dict(VECTOR_OFF)
+    try:
+        return dict(_vector_status())
+    except Exception:  # a broken probe must not take the health check down with it
+        return dict(VECTOR_OFF)
+
+
 def _wire_timestamp_of(seconds: float) -> str:
     return wire_timestamp(dt.datetime.fromtimestamp(seconds, tz=dt.timezone.utc))
 
@@ -125,7 +148,7 @@ def health(request):
     # Asking the workers goes through Redis: with Redis down the redis check already says why.
     workers = _workers_check() if redis_ok is not False else None
     healthy = db_ok and redis_ok is not False and not pending and (workers is None or workers["ok"])
-    vector = {"capable": False, "driver": "none", "modelCount": 0, "tableCount": 0}
+    vector = _vector_section(db_ok)
     body = {
         "status": "ok" if healthy else "degraded",
         "version": settings.COVEL_VERSION,

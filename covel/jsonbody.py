@@ -2,7 +2,8 @@
 a 4xx in the error envelope, never a 500, and nothing is half-written).
 
 ``json_body_load`` is the one JSON body parser of the API: covel.middleware.JsonBodyMiddleware uses
-it for ``application/json`` bodies, the NinjaAPI parser (covel.api) for schema-bound bodies, and
+it for every write body under /api/ whatever its Content-Type (raw-byte and upload routes aside),
+``unknown_fields_check`` refuses keys a route's documented body does not declare, the NinjaAPI parser (covel.api) for schema-bound bodies, and
 routes that read a body whatever its content type call it directly.
 """
 from __future__ import annotations
@@ -11,6 +12,8 @@ import json
 import math
 import re
 from typing import Any
+
+from pydantic import BaseModel
 
 from covel.errors import ApiError
 
@@ -21,6 +24,9 @@ _UNSTORABLE_RE = re.compile("[\x00\ud800-\udfff]")
 JSON_MAX_DEPTH = 128
 INVALID_JSON_BODY = "invalid_json_body"
 INVALID_REQUEST_BODY = "invalid_request_body"
+# The code of a body that does not match the route's documented schema (as covel.api renders
+# ninja's validation errors): details.issues = [{path, message, type}].
+INVALID_REQUEST = "invalid_request"
 
 
 def unstorable_json_problem(data: Any) -> tuple[str, list[str]] | None:
@@ -86,6 +92,25 @@ def json_body_load(body: bytes | str) -> Any:
         raise ApiError(400, INVALID_JSON_BODY, "Malformed JSON body: nested too deeply") from None
     json_value_check(data)
     return data
+
+
+def unknown_fields_check(data: dict[str, Any], model: type[BaseModel]) -> None:
+    """Refuse keys of a JSON object body that ``model`` (the route's documented request body, a
+    covel.openapi.WireIn with ``additionalProperties: false``) does not declare.
+
+    Raises ApiError 400 ``invalid_request`` with ``details.issues`` = ``[{path: [key], message:
+    "Unknown field", type: "extra_forbidden"}]`` (one per unknown key, in body order) — the shape
+    covel.api gives ninja's validation errors. Nothing is written before the check. A model that
+    allows extra keys (``extra="allow"``/``"ignore"``) accepts every key.
+    """
+    if model.model_config.get("extra") != "forbid":
+        return
+    # Wire names only: the routes read ``worldId``, so a ``world_id`` key would be silently ignored.
+    known = {info.alias or name for name, info in model.model_fields.items()}
+    unknown = [key for key in data if key not in known]
+    if unknown:
+        issues = [{"path": [key], "message": "Unknown field", "type": "extra_forbidden"} for key in unknown]
+        raise ApiError(400, INVALID_REQUEST, f"Unknown field(s): {', '.join(unknown)}", {"issues": issues})
 
 
 def json_type_name(value: Any) -> str:

@@ -13,10 +13,11 @@ from urllib.parse import urlsplit
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http.multipartparser import MultiPartParserError
 
 from covel import metrics
 from covel.errors import ApiError, error_response, is_envelope
-from covel.jsonbody import json_body_load
+from covel.jsonbody import INVALID_JSON_BODY, json_body_load
 from covel.limits import PAYLOAD_TOO_LARGE, body_limit_bytes
 
 logger = logging.getLogger("covel.request")
@@ -126,19 +127,54 @@ class BodyLimitMiddleware(_BaseMiddleware):
         return None
 
 
+# Routes whose body is raw bytes whatever its Content-Type (their @contract documents no JSON body;
+# tests/covel/test_request_bodies.py checks this list against the OpenAPI document).
+_RAW_BODY_PATHS = re.compile(r"^/api/(?:media|model-relay/requests/[^/]+/chunk)/?$")
+
+
+def _raw_body_route(path: str, content_type: str) -> bool:
+    """The only bodies under /api/ that are not JSON: POST /api/media takes the image's raw bytes
+    (spec 004 §媒体: Content-Type is the file's MIME), a model-relay chunk the next piece of an
+    answer, and the /api/install upload forms take multipart/form-data (their JSON variants still go
+    through JsonBodyMiddleware)."""
+    if _RAW_BODY_PATHS.match(path):
+        return True
+    return content_type == "multipart/form-data" and (path == "/api/install" or path.startswith("/api/install/"))
+
+
 class JsonBodyMiddleware(_BaseMiddleware):
-    """JSON bodies on /api/ must be objects: malformed → 400 invalid_json_body, other → 400
-    invalid_request_body, and storable (covel.jsonbody: no NUL / unpaired surrogate, bounded depth)."""
+    """One body rule for every JSON write route on /api/ (spec 004 在本机怎么调用: 请求体是 JSON).
+
+    A non-empty POST/PUT/PATCH/DELETE body is parsed as JSON whatever its Content-Type: absent,
+    application/json, text/plain, application/x-www-form-urlencoded (what ``curl -d`` sends) or any
+    other; a body is never silently ignored (an empty multipart form counts as no body, one with
+    parts is 400 invalid_json_body). Malformed → 400 invalid_json_body; not an object or
+    not storable (covel.jsonbody: no NUL / unpaired surrogate, finite numbers, bounded depth) →
+    400 invalid_request_body. The parsed object is ``request.covel_json``. Only the raw-body routes
+    of _raw_body_route are left alone. Cross-origin "simple" text/plain writes from refused
+    origins never get here: OriginCheckMiddleware answers them 403 first.
+    """
 
     def check(self, request):
         if not _is_api(request.path) or request.method not in _WRITE_METHODS:
             return None
         content_type = request.META.get("CONTENT_TYPE", "").split(";")[0].strip().lower()
-        if content_type and content_type != "application/json" and not content_type.endswith("+json"):
+        if _raw_body_route(request.path, content_type):
             return None
-        body = request.body
+        body = request.body  # read first: the route may still read request.body after request.POST
         if not body.strip():
             return None
+        if content_type == "multipart/form-data":
+            # A form with no parts (what a bare test-client or form POST sends) carries nothing;
+            # any field or file on a JSON route would otherwise be silently ignored.
+            try:
+                empty = not request.POST and not request.FILES
+            except MultiPartParserError:
+                empty = False
+            if empty:
+                return None
+            return error_response(400, "This route takes a JSON body (Content-Type: application/json), not "
+                                  "multipart/form-data", INVALID_JSON_BODY)
         try:
             data = json_body_load(body)
         except ApiError as exc:

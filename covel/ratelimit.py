@@ -54,7 +54,8 @@ _local_lock = threading.Lock()
 _redis_state: dict[str, object] = {}
 
 
-def _redis():
+def redis_client():
+    """This process's Redis client for counters (REDIS_URL; 1 s connect and socket timeouts)."""
     client = _redis_state.get("client")
     if client is None:
         import redis
@@ -67,7 +68,7 @@ def _redis():
 def _count(key: str, window: int) -> int:
     """This window's count for ``key`` after one more hit."""
     if settings.STORE_BACKEND == "pg" and settings.REDIS_URL:  # the hosted shape: count per deployment
-        client = _redis()
+        client = redis_client()
         pipe = client.pipeline()
         pipe.incr(key)
         pipe.expire(key, WINDOW_SECONDS * 2)
@@ -104,7 +105,7 @@ def rate_limits_reset() -> None:
     with _local_lock:
         _local.clear()
     if settings.STORE_BACKEND == "pg" and settings.REDIS_URL:
-        client = _redis()
+        client = redis_client()
         keys = list(client.scan_iter(match="covel:rl:*", count=500))
         if keys:
             client.delete(*keys)

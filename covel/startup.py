@@ -53,6 +53,11 @@ def on_asgi_startup() -> None:
 
     # No beat in the embedded shape: its schedule (reapers, the execution re-sender) runs here.
     timers = inprocess.timers_start()
+    if timers and settings.STORE_BACKEND != "pg":
+        from covel.taskqueue import task_send
+
+        # The one process of the embedded shape: resume claims of a previous run are all stale.
+        task_send("turns.release_suspension_claims")
     lock = "pg-advisory" if settings.STORE_BACKEND == "pg" else "in-process"
     logger.info(
         "covel %s: store=%s tier=%s session lock: %s worker=%s timers=%s",

@@ -17,6 +17,7 @@ TASK_RUN_EXECUTION = "turns.run_execution"
 TASK_RUN_RUNTIME_JOB = "jobs.run_runtime_job"
 TASK_GENERATE_WORLD = "worldgen.generate_world"
 TASK_MEMORY_INDEX_REBUILD = "jobs.memory_index_rebuild"
+TASK_MEMORY_INDEX_UPDATE = "jobs.memory_index_update"
 
 
 def task_send(name: str, *args: Any) -> None:

@@ -66,6 +66,52 @@ def generate_world(request):
     return response
 
 
+@router.post("/ai/revise-world", openapi_extra=_SSE_OPENAPI, response={200: None})
+@contract(body=job_schemas.ReviseWorldIn, security=OPERATOR, stream=(
+    "SSE stream of the revision: progress (parts [revision]), then done {world, warnings?, usage?} or error"),
+          errors=errors_merge(OPERATOR_ERRORS, {400: "worldId / instruction / idleTimeoutMs / world invalid (before the stream)",
+                                                404: "world_not_found",
+                                                409: "world_not_revisable | world_package_modified | world_deleting"}))
+def revise_world(request):
+    """Revise a generated world from one instruction (spec 004 POST /api/ai/revise-world); runs as
+    the worldgen task like a generation."""
+    from jobs.worldgen_revise import revise_request_parse
+
+    require_operator(request)
+    job = revise_request_parse(request_json(request))
+    generation = worldgen.generation_start(request=job)
+    response = StreamingHttpResponse(
+        worldgen.generation_stream(str(generation.id), idle_timeout_ms=job["idleTimeoutMs"]),
+        content_type="text/event-stream; charset=utf-8",
+    )
+    response["Cache-Control"] = "no-cache, no-transform"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+@router.post("/worlds/{world_id}/translate", openapi_extra=_SSE_OPENAPI, response={200: None}, tags=["worlds"])
+@contract(body=job_schemas.TranslateWorldIn, security=OPERATOR, stream=(
+    "SSE stream of the translation: progress {step, done, total}, then done {world, total, translated, failed} or error"),
+          errors=errors_merge(OPERATOR_ERRORS, {400: "locale or idleTimeoutMs invalid (before the stream)",
+                                                404: "world_not_found",
+                                                409: "world_not_translatable | world_already_translated | world_deleting"}))
+def translate_world(request, world_id: str):
+    """Add a locale to a user-directory world package with the configured model (spec 004
+    POST /api/worlds/:id/translate); runs as the worldgen task like a generation."""
+    from jobs.worldgen_translate import translate_request_parse
+
+    require_operator(request)
+    job = translate_request_parse(world_id=world_id, body=request_json(request))
+    generation = worldgen.generation_start(request=job)
+    response = StreamingHttpResponse(
+        worldgen.generation_stream(str(generation.id), idle_timeout_ms=job["idleTimeoutMs"]),
+        content_type="text/event-stream; charset=utf-8",
+    )
+    response["Cache-Control"] = "no-cache, no-transform"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
 # --- runtime jobs ------------------------------------------------------------------------------
 
 RUNTIME_JOB_TAGS = ["runtime-jobs"]

@@ -14,6 +14,18 @@ class JobsConfig(AppConfig):
         # The turn engine writes a turn's runtime jobs through this port (turns.engine.ports).
         runtime_jobs_stage_install(runtime_jobs_enqueue)
 
+        from jobs.services import runtime_jobs_settle_wait
+        from turns.engine.ports import runtime_jobs_settle_wait_install
+
+        # An execution waits for the session's detached `settle` jobs (memory extraction) first.
+        runtime_jobs_settle_wait_install(runtime_jobs_settle_wait)
+
+        from jobs.services import memory_index_update_schedule
+        from turns.engine.ports import memory_index_changed_install
+
+        # Every commit (turn or runtime job) sends the memory index update after it commits.
+        memory_index_changed_install(memory_index_update_schedule)
+
         from jobs.config_services import TRUST_SOURCES, server_setting_value
         from jobs.selectors import runtime_jobs_queued_count
         from plugins_app.trust import trusted_sources_install

@@ -168,6 +168,23 @@ class GenerateWorldIn(WireIn):
     brief: WorldBriefIn | None = None
 
 
+class ReviseWorldIn(WireIn):
+    """POST /api/ai/revise-world."""
+
+    world_id: str
+    instruction: str = Field(min_length=1, max_length=2000)
+    world: dict[str, Any] | None = Field(None, description="A browser-saved WorldRecord: the result is only returned")
+    model: str | None = None
+    idle_timeout_ms: int | None = Field(None, ge=1000, le=1_800_000)
+
+
+class TranslateWorldIn(WireIn):
+    """POST /api/worlds/:id/translate."""
+
+    locale: str = Field(description="The language tag to add (any case: en-us is en-US)")
+    idle_timeout_ms: int | None = Field(None, ge=1000, le=1_800_000)
+
+
 class RuntimeJobOut(Wire):
     """The public runtime job object (runtime_job_out)."""
 

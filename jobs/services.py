@@ -629,6 +629,63 @@ def jobs_credentials_offered(session_id: str, offered: RequestCredentials) -> in
 # --- reaping -------------------------------------------------------------------------------------
 
 
+def memory_index_update_schedule(session_id: str) -> None:
+    """After the current transaction commits, send ``jobs.memory_index_update`` for the session (the
+    engine's ``memory_index_changed`` port). A broker that refuses the send is logged, never raised:
+    an on-commit exception would turn the committed turn into an error, and the next commit or the
+    next memory-search indexes what this one missed."""
+    transaction.on_commit(functools.partial(_memory_index_update_send, session_id))
+
+
+def _memory_index_update_send(session_id: str) -> None:
+    from covel.taskqueue import TASK_MEMORY_INDEX_UPDATE
+
+    try:
+        task_send(TASK_MEMORY_INDEX_UPDATE, session_id)
+    except Exception as exc:
+        logger.warning("memory index update of %s not sent (%s: %s)", session_id, exc.__class__.__name__, exc)
+
+
+#: Default bound of the before-next-execution wait (manifest ``completion.maxSettleWaitMs``).
+SETTLE_WAIT_DEFAULT_MS = 30_000
+#: Largest wait one execution accepts, whatever a manifest declares.
+SETTLE_WAIT_MAX_MS = 120_000
+
+
+def _settles(completion: Any) -> bool:
+    settle = (completion or {}).get("settle") if isinstance(completion, dict) else None
+    return settle is True or settle == "before-next-execution"
+
+
+def runtime_jobs_settle_wait(session_id: str) -> dict[str, Any]:
+    """The settle barrier (spec 004 §插件记忆: a detached runtime with ``settle: true`` — upstream
+    ``settle: before-next-execution`` — makes the next execution wait for it): poll every 0.05 s
+    until no unfinished job (queued / claimed / running / committing) of the session declares
+    settle, each job bounded by its ``completion.maxSettleWaitMs`` (default 30 s, at most 120 s)
+    counted from this call. Called by an execution before it takes the session lock (the job's
+    commit needs that lock). Returns ``{"waitedMs": int, "pending": [jobId]}``: ``pending`` lists
+    the settle jobs still unfinished when their bound passed (the execution then runs without them)."""
+    started = time.monotonic()
+    given_up: set[str] = set()
+    while True:
+        rows = list(RuntimeJob.objects.filter(session_id=session_id, status__in=S.UNFINISHED)
+                    .values_list("pk", "payload"))
+        waiting = []
+        for pk, payload in rows:
+            completion = (payload or {}).get("completion") or {}
+            if not _settles(completion) or str(pk) in given_up:
+                continue
+            bound = completion.get("maxSettleWaitMs")
+            bound_ms = min(int(bound), SETTLE_WAIT_MAX_MS) if isinstance(bound, int) and bound > 0 else SETTLE_WAIT_DEFAULT_MS
+            if (time.monotonic() - started) * 1000 >= bound_ms:
+                given_up.add(str(pk))
+                continue
+            waiting.append(str(pk))
+        if not waiting:
+            return {"waitedMs": int((time.monotonic() - started) * 1000), "pending": sorted(given_up)}
+        time.sleep(0.05)
+
+
 def session_jobs_drain(session_id: str, timeout_seconds: float) -> bool:
     """Session DELETE step 2 (spec 004 删除按这个顺序进行), called after the session was marked
     deleting: its queued jobs become stale (``session-deleted``; none will start now), then wait —

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from covel.taskqueue import TASK_GENERATE_WORLD, TASK_MEMORY_INDEX_REBUILD, TASK_RUN_RUNTIME_JOB
+from covel.taskqueue import TASK_GENERATE_WORLD, TASK_MEMORY_INDEX_REBUILD, TASK_MEMORY_INDEX_UPDATE, TASK_RUN_RUNTIME_JOB
 
 from jobs import schemas as S, services, worldgen
 from jobs.models import WorldGeneration
@@ -26,7 +26,10 @@ def generate_world(generation_id: str) -> str | None:
     """Run one AI world generation (queue ``worldgen``). Safe to deliver twice: the service claims
     the queued row and a second delivery finds it claimed and exits. Raises JobFailed when the
     generation ended failed."""
-    status = worldgen.generation_run(generation_id)
+    from jobs.worldgen_revise import revise_run
+    from jobs.worldgen_translate import translate_run
+
+    status = worldgen.generation_run(generation_id, runners={"translate": translate_run, "revise": revise_run})
     if status == WorldGeneration.STATUS_FAILED:
         raise JobFailed(f"world generation {generation_id} failed")
     return status
@@ -57,3 +60,12 @@ def memory_index_rebuild(session_id: str, generation: int) -> int:
     from turns.engine import memory_index
 
     return memory_index.memory_index_reindex(session_id, generation, memory_index.memory_choice_default())
+
+
+@shared_task(name=TASK_MEMORY_INDEX_UPDATE, ignore_result=True)
+def memory_index_update(session_id: str) -> int:
+    """Index what a commit added to the session (queue ``jobs``), when its index is locked to the
+    server's embedding model. Safe to run twice: items already embedded are skipped."""
+    from turns.engine import memory_index
+
+    return memory_index.memory_index_update(session_id, memory_index.memory_choice_default())

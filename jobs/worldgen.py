@@ -47,6 +47,7 @@ from covel.taskqueue import TASK_GENERATE_WORLD, task_send_on_commit
 from jobs.models import WorldGeneration
 from sessions import world_packages as wp
 from sessions.worldpkg.dimensions import dimension_definition_validate
+from sessions.worldpkg.files import locale_canonical
 from covel import eventbus
 from turns.engine.providers import config as llm
 from turns.engine.providers.base import ModelError, ModelRequest, ModelResponse, TextDelta
@@ -70,6 +71,7 @@ MAX_ATTEMPTS = 3
 PROGRESS_INTERVAL_SECONDS = 0.4
 #: Count targets of the brief's content (spec: 角色 3、资料库 4、规则 3).
 TARGET_COUNTS = {"characters": 3, "lorebook": 4, "rules": 3}
+OPENING_KIT_RESOURCES = 2  # spec: 开局资源 2
 GENERATED_MARKER = ".covel-generated.json"
 STAGING_PREFIX = ".covel-staging-"
 SCRIPTED_ROOT = Path(__file__).resolve().parent / "worldgen_scripted"
@@ -114,8 +116,8 @@ def generation_request_parse(body: dict[str, Any], *, contracts_catalog: dict[st
         raise _bad("concept (string) is required")
     if len(concept) > CONCEPT_MAX_CHARS:
         raise _bad(f"concept must be at most {CONCEPT_MAX_CHARS} characters")
-    locale = body.get("locale", DEFAULT_LOCALE)
-    if not isinstance(locale, str) or not wp.LOCALE_RE.match(locale):
+    locale = locale_canonical(body.get("locale", DEFAULT_LOCALE))  # "en-us" → "en-US" (issue 21)
+    if locale is None:
         raise _bad("locale must be a BCP 47 tag such as zh-CN")
     model = body.get("model")
     if model is not None and (not isinstance(model, str) or not model):
@@ -140,7 +142,8 @@ def generation_request_parse(body: dict[str, Any], *, contracts_catalog: dict[st
         if not isinstance(content, list) or any(c not in CONTENT_KINDS for c in content):
             raise _bad(f"brief.content items must be among {', '.join(CONTENT_KINDS)}")
         brief["content"] = list(dict.fromkeys(content))
-        contracts = brief_raw.get("contracts", [])
+        # Omitted contracts: the ones GET /api/framework/authoring marks `generate: default`.
+        contracts = brief_raw.get("contracts", [c for c, e in contracts_catalog.items() if e.get("generate") == "default"])
         if not isinstance(contracts, list) or any(not isinstance(c, str) or c not in contracts_catalog for c in contracts):
             raise _bad("brief.contracts must name contracts offered for generation (GET /api/framework/authoring)")
         brief["contracts"] = list(dict.fromkeys(contracts))
@@ -169,9 +172,28 @@ def packs_catalog() -> dict[str, Any]:
     return {p.id: p for p in packs}
 
 
+def generation_busy() -> bool:
+    """Whether a generation, revision or translation of this server is still running (spec 004:
+    they share one mutex over the whole stream). A row nobody wrote for its idle timeout plus
+    STALL_GRACE_SECONDS belongs to a dead worker and no longer counts. The database row is the
+    mark, so every web process sees it."""
+    from django.utils import timezone
+
+    now = timezone.now()
+    for updated_at, request in WorldGeneration.objects.filter(
+            status__in=(WorldGeneration.STATUS_QUEUED, WorldGeneration.STATUS_RUNNING)).values_list("updated_at", "request"):
+        idle_seconds = int((request or {}).get("idleTimeoutMs") or IDLE_TIMEOUT_DEFAULT_MS) / 1000
+        if (now - updated_at).total_seconds() < idle_seconds + STALL_GRACE_SECONDS:
+            return True
+    return False
+
+
 def generation_start(*, request: dict[str, Any]) -> WorldGeneration:
-    """Write the generation row and schedule ``worldgen.generate_world`` after commit."""
+    """Write the generation row and schedule ``worldgen.generate_world`` after commit.
+    429 operation_in_progress (before any model call) while another one runs."""
     with transaction.atomic():
+        if generation_busy():
+            raise ApiError(429, "operation_in_progress", "A world generation, revision or translation is running; retry when it ends")
         generation = WorldGeneration.objects.create(request=request)
         task_send_on_commit(TASK_GENERATE_WORLD, str(generation.id))
     return generation
@@ -301,9 +323,17 @@ def _text_field(data: dict[str, Any], key: str, part: str, limit: int = 4000) ->
     return value.strip()[:limit]
 
 
-def manifest_check(text: str, warnings: list[str]) -> dict[str, Any]:
+def _is_numeric(definition: Any) -> bool:
+    schema = definition.get("schema") if isinstance(definition, dict) else None
+    return isinstance(schema, dict) and schema.get("type") in ("integer", "number")
+
+
+def manifest_check(text: str, warnings: list[str], *, opening_kit: bool = False) -> dict[str, Any]:
     """{id, name, summary, tags, dimensions} from the manifest answer; invalid dimensions are
-    dropped one by one with a warning (spec: 无法通过校验的维度被单独丢弃)."""
+    dropped one by one with a warning (spec: 无法通过校验的维度被单独丢弃). With ``opening_kit``
+    (brief.content "opening-kit") the kit lives in the dimensions: numeric starting-resource
+    dimensions (target 2; a warning below it) and a ``startingConditions`` dimension with the
+    opening choices; an answer with neither is rejected (and asked again)."""
     data = _structured(text)
     if not isinstance(data, dict):
         raise _Invalid("manifest: the answer must be a mapping")
@@ -324,6 +354,15 @@ def manifest_check(text: str, warnings: list[str]) -> dict[str, Any]:
             warnings.append(f'dropped dimension "{dim_id}": {first.field or dim_id}: {first.message}')
             continue
         dimensions[str(dim_id)] = definition
+    if opening_kit:
+        resources = [d for d in dimensions.values() if _is_numeric(d)]
+        if not resources and "startingConditions" not in dimensions:
+            raise _Invalid("manifest: the brief asks for an opening kit: numeric startingResources dimensions and "
+                           "startingConditions")
+        if len(resources) < OPENING_KIT_RESOURCES:
+            warnings.append(f"opening kit has {len(resources)} numeric resource dimensions; the brief asks for {OPENING_KIT_RESOURCES}")
+        if "startingConditions" not in dimensions:
+            warnings.append("opening kit has no startingConditions dimension")
     return {"id": world_id, "name": _text_field(data, "name", "manifest", 200),
             "summary": _text_field(data, "summary", "manifest"), "tags": list(dict.fromkeys(tags)),
             "dimensions": dimensions}
@@ -423,6 +462,9 @@ _PART_INSTRUCTIONS = {
     "manifest": "Write the world manifest as YAML with keys: id (lowercase letters, digits, hyphens), name, summary, "
                 "tags (list), dimensions (mapping id -> {name, description, schema (JSON Schema subset), initialValue, "
                 "updateRule}).",
+    "opening-kit": "Opening kit: among the dimensions, at least 2 numeric starting resources (integer or number "
+                   "schema) and a startingConditions dimension (object: openingScenario, startingLocation, "
+                   "openingChoices list) with concrete opening choices.",
     "lore": "Write WORLD.md in Markdown: the setting, its tensions, and a section of exactly three adventure entries "
             "starting with '1. ', '2. ' and '3. '.",
     "characters": "Write the main characters as a YAML list of {id, name, type (player or npc), description}. "
@@ -440,6 +482,8 @@ def _messages(part: str, job: dict[str, Any], accepted: dict[str, Any], contract
                        f"Hint: {contract.get('hint') or ''}\nSchema: {json.dumps(contract.get('schema'), ensure_ascii=False)}")
     else:
         instruction = _PART_INSTRUCTIONS[part]
+        if part == "manifest" and "opening-kit" in brief.get("content", []):
+            instruction += "\n" + _PART_INSTRUCTIONS["opening-kit"]
     system = ("You write one part of a world package for an interactive fiction engine. "
               f"Write in the language of locale {job['locale']}. Reuse ids of already accepted parts when you refer "
               "to them; never define an id twice. Answer with the part only.")
@@ -551,10 +595,14 @@ class _Run:
         raise _Invalid(reason or f"{part_id}: no valid answer")
 
 
-def generation_run(generation_id: str) -> str | None:
+def generation_run(generation_id: str, *, runners: dict[str, Any] | None = None) -> str | None:
     """The task body. Claims a queued generation (a second delivery finds it claimed and exits),
     runs it and writes its final frame. Never raises for model or content failures. Returns the
-    generation's status afterwards (None when this delivery did not claim it)."""
+    generation's status afterwards (None when this delivery did not claim it).
+
+    ``runners``: request ``operation`` → ``runner(run)`` for the other world operations sharing the
+    queue and the frames (``translate``: jobs.worldgen_translate, ``revise``: jobs.worldgen_revise;
+    passed by the task so this module imports neither)."""
     claimed = WorldGeneration.objects.filter(pk=generation_id, status=WorldGeneration.STATUS_QUEUED).update(
         status=WorldGeneration.STATUS_RUNNING)
     if not claimed:
@@ -562,7 +610,11 @@ def generation_run(generation_id: str) -> str | None:
     generation = WorldGeneration.objects.get(pk=generation_id)
     run = _Run(generation)
     try:
-        _generate(run)
+        operation = (generation.request or {}).get("operation")
+        runner = (runners or {}).get(operation) if operation else None
+        if operation and runner is None:
+            raise RuntimeError(f"no runner for world operation {operation!r}")
+        (runner or _generate)(run)
     except _Abandoned:
         logger.warning("worldgen %s: closed by the relay before it finished", generation_id)
     except Exception:
@@ -601,8 +653,6 @@ def _generate(run: _Run) -> None:
             if isinstance(title, str):
                 entry["title"] = title
         run.parts.append(entry)
-    if "opening-kit" in brief["content"]:
-        run.warnings.append("opening-kit could not be generated: this server has no opening-kit destination")
     run.emit({"type": FRAME_PROGRESS, "phase": "generating"})
     run.progress()
     # Required parts: a failure ends the generation.
@@ -611,7 +661,7 @@ def _generate(run: _Run) -> None:
 
         def check_manifest(text: str) -> dict[str, Any]:
             found: list[str] = []
-            value = manifest_check(text, found)
+            value = manifest_check(text, found, opening_kit="opening-kit" in brief["content"])
             dimension_warnings[:] = found  # only the accepted answer's drops count
             return value
 

@@ -98,6 +98,25 @@ def media_upload(*, session_id: str, data: bytes, declared_type: str) -> MediaAs
         )
 
 
+MEDIA_PUT_MAX_BYTES = 20 * 1024 * 1024
+
+
+def media_put(*, session_id: str, data: bytes, declared_type: str | None = None) -> dict[str, Any]:
+    """Store bytes a function runtime produced in the session's media library (spec 004 §图像/媒体生成输出:
+    ctx.media.put / ctx.media.ingestUrl). The MIME comes from the bytes (PNG, JPEG, GIF, WebP, AVIF,
+    BMP); ``declared_type`` is only a hint and SVG is refused like an upload.
+
+    Returns the MediaRef ``{id, mime, sha256, sizeBytes}`` (the existing row when the session already
+    holds the content). Raises MediaInvalid (empty_body | unsupported_media_type | invalid_image |
+    too_large: over 20 MiB), SessionDeleting.
+    """
+    if len(data) > MEDIA_PUT_MAX_BYTES:
+        raise MediaInvalid(code="too_large", message="media over 20 MiB is not accepted")
+    sniffed = selectors.mime_sniff(data[:64]) if data else None
+    asset = media_upload(session_id=session_id, data=data, declared_type=sniffed or declared_type or "image/unknown")
+    return {"id": str(asset.id), "mime": asset.content_type, "sha256": asset.sha256, "sizeBytes": asset.size_bytes}
+
+
 def media_references_copy(*, from_session_id: str, to_session_id: str, media_ids: Iterable[str]) -> int:
     """Give ``to_session_id`` its own reference to each media id that ``from_session_id`` uses (fork).
 

@@ -20,8 +20,9 @@ from plugins_app import plugin_services as services
 from plugins_app.errors import PluginNotFound
 from plugins_app.install_requests import install_request_dispatch, validate_request
 from plugins_app.registry import plugin_registry
+from plugins_app.install_requests import install_auth
 from plugins_app.schemas_api import (INSTALL_BODY, INSTALL_ERRORS, SCHEMA_CONTENT, CapabilitiesOut, InstallOut,
-                                     PluginDetailOut, PluginFlowsOut, PluginsOut, ValidationReportOut)
+                                     PluginDetailOut, PluginFlowsOut, PluginsOut, UninstallOut, ValidationReportOut)
 from plugins_app.validation import SCHEMA_NAMES, schema_bytes
 
 router = Router(tags=["plugins"])
@@ -40,6 +41,17 @@ def get_plugin(request, plugin_id: str):
     if record is None:
         raise PluginNotFound(plugin_id)
     return record.detail()
+
+
+@router.delete("/plugins/{plugin_id}")
+@contract(ok=UninstallOut, security=OPERATOR, errors=errors_merge(INSTALL_ERRORS, {
+    400: "invalid_plugin_id", 404: "plugin_not_installed", 409: "plugin_builtin / package_busy",
+    500: "install_failed: the package could not be moved out (it stays whole)"}))
+def uninstall_plugin(request, plugin_id: str):
+    """Uninstall a community plugin (spec 004 全局插件): {ok, id, restartRequired: true}; every
+    process's registry drops it at its next read, code already imported stays until a restart."""
+    install_auth(request)
+    return install.plugin_uninstall(plugin_id)
 
 
 @router.get("/framework/capabilities")

@@ -80,3 +80,38 @@ def runtime_files(root: Path) -> list[tuple[str, Path, bool]]:
         if (child / PLUGIN_FILE).is_file():
             out.append((child.name, child / PLUGIN_FILE, True))
     return out
+
+
+def event_schema_load(root: Path, declaration: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """The payload JSON Schema of one ``contributes.events`` item (spec 000 §emit-event).
+
+    ``schema`` is an inline JSON Schema object or a package-relative path to a ``.json`` file.
+    Returns ``(schema, problem)``: ``(None, None)`` when no schema is declared, ``(None, text)``
+    when the declared one cannot be used (path leaves the package, missing file, not JSON, not a
+    valid JSON Schema), else ``(schema, None)``. Read on demand: files are small and the caller
+    (the session's event directory, the manifest validator, plugin-RPC ``event``) caches nothing.
+    """
+    import json
+
+    import jsonschema
+
+    schema = declaration.get("schema")
+    if schema is None:
+        return None, None
+    if isinstance(schema, str):
+        path = package_path_resolve(root, schema)
+        if path is None:
+            return None, "schema path leaves the package"
+        try:
+            schema = json.loads(path.read_text(encoding="utf-8"))
+        except OSError:
+            return None, f"schema file {declaration['schema']} not found"
+        except ValueError:
+            return None, f"schema file {declaration['schema']} is not JSON"
+    if not isinstance(schema, dict):
+        return None, "schema must be a JSON Schema object or a package-relative .json path"
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        return None, f"schema is not a valid JSON Schema: {exc.message}"
+    return schema, None

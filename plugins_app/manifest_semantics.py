@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from plugins_app.manifest_files import package_path_resolve
+from plugins_app.toolkit.names import SEARCH_TOOLS
 from plugins_app.trust import action_is_reserved
 from plugins_app.manifest_types import (
     BUILTIN_TOOLS,
@@ -125,7 +126,11 @@ def tool_references_check(manifest: PluginManifest, runtime: RuntimeManifest, re
     block = "agent" if runtime.agent else "function"
     contributed = set(manifest.contributes.tools)
     for index, name in enumerate(tools.builtin):
-        if name not in BUILTIN_TOOLS:
+        if name == SEARCH_TOOLS:
+            # Injected by the framework when tools.defer is declared; never listed by hand (spec 000 §search-tools).
+            issues.append(error("tool-reference", "search-tools is injected by the framework when tools.defer is declared; "
+                                "do not list it in tools.builtin", rel, f"{prefix}{block}.tools.builtin.{index}"))
+        elif name not in BUILTIN_TOOLS:
             issues.append(warning("tool-reference", f"unknown builtin tool {name!r}", rel, f"{prefix}{block}.tools.builtin.{index}"))
     for index, name in enumerate(tools.plugin):
         if name not in contributed:
@@ -143,6 +148,19 @@ def tool_references_check(manifest: PluginManifest, runtime: RuntimeManifest, re
         if imp.tool_name in taken or imp.tool_name in service_names:
             issues.append(error("service-import", f"tool name {imp.tool_name!r} collides with another tool", rel, field_path))
         service_names.add(imp.tool_name)
+    if isinstance(tools.defer, tuple):
+        whitelisted = set(tools.builtin) | set(tools.plugin) | service_names | {
+            f"{sel.dataset}-{tool}" for sel in tools.datasets
+            for tool in (sel.tools or dataset_tools(manifest.contributes.datasets.get(sel.dataset) or {}))}
+        if not tools.plugin_declared:
+            whitelisted |= contributed
+        for index, name in enumerate(tools.defer):
+            if name == SEARCH_TOOLS:
+                issues.append(error("tool-reference", "search-tools cannot be deferred: it is the tool that loads deferred tools",
+                                    rel, f"{prefix}{block}.tools.defer.{index}"))
+            elif name not in whitelisted:
+                issues.append(warning("tool-reference", f"deferred tool {name!r} is not in this runtime's tool whitelist",
+                                      rel, f"{prefix}{block}.tools.defer.{index}"))
     if runtime.agent is not None:
         for name in _list(runtime.agent.completion.get("afterTools")):
             if isinstance(name, str) and name in service_names:

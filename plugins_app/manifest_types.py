@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from plugins_app.toolkit.names import FRAMEWORK_TOOL_ORDER
 from plugins_app.validation import CODE_UNKNOWN_FIELD, Issue
 
 PLUGIN_FILE = "PLUGIN.md"
@@ -48,12 +49,9 @@ DATASET_OPS = ("set", "merge", "delete", "increment", "append", "remove", "inser
 ACTION_KIND_TEXT = ("required", "optional", "none")
 SELF_DATA_FORMATS = ("summary", "full", "ids-only")
 
-# Framework tools (spec 000 概览, source builtin/注入). Dataset and service tools may not shadow them.
-BUILTIN_TOOLS = (
-    "create-form", "create-choices", "create-notification", "render-ui", "sync-characters",
-    "list-characters", "get-character", "world-dimension-get", "world-dimension-list",
-    "emit-event", "suspend", "runtime-done", "delegate", "memory-search", "search-tools",
-)
+# Framework tools (spec 000 概览, source builtin/注入): the toolkit's one reserved-name table.
+# Dataset and service tools may not shadow them.
+BUILTIN_TOOLS = FRAMEWORK_TOOL_ORDER
 
 PYTHON_SUFFIXES = (".py",)
 JAVASCRIPT_SUFFIXES = (".js", ".mjs", ".cjs", ".ts", ".mts")

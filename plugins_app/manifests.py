@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from plugins_app.manifest_build import contributes_build, entry_language, runtime_build, service_tool_name
-from plugins_app.manifest_files import frontmatter_read, package_path_resolve, package_relpath, runtime_files
+from plugins_app.manifest_files import event_schema_load, frontmatter_read, package_path_resolve, package_relpath, runtime_files
 from plugins_app.manifest_legacy import LEGACY_KEYS, is_legacy, legacy_translate, legacy_unknown_keys
 from plugins_app.manifest_semantics import (
     contract_references_check,
@@ -96,6 +96,7 @@ from plugins_app.validation import (
     CODE_ID_MISMATCH,
     CODE_IDENTITY_INVALID,
     CODE_INVALID_FIELD,
+    CODE_FILE_INVALID,
     CODE_MANIFEST_INVALID,
     CODE_MANIFEST_MISSING,
     CODE_PATH_OUTSIDE_PACKAGE,
@@ -233,6 +234,17 @@ def _package_build(root: Path, plugin_id: str, pkg_meta: dict[str, Any], meta: d
 
     contributes = contributes_build(pkg_meta.get("contributes"))
     contributes_semantics(contributes, issues)
+    for index, event in enumerate(contributes.events):
+        if isinstance(event, dict) and isinstance(event.get("schema"), (str, dict)):  # a wrong type: the schema reports it
+            _, problem = event_schema_load(root, event)
+            if problem is not None:  # an unusable payload schema would let any payload through
+                where = f"contributes.events.{index}.schema"
+                # A missing file is not reported here (packages ship without optional files); the
+                # prompts' event directory marks that topic "(schema unavailable)".
+                if "not found" not in problem:
+                    code = (CODE_PATH_OUTSIDE_PACKAGE if "leaves" in problem
+                            else CODE_FILE_INVALID if "not JSON" in problem else CODE_INVALID_FIELD)
+                    issues.append(error(code, problem, PLUGIN_FILE, where))
 
     entry = pkg_meta.get("entry") if isinstance(pkg_meta.get("entry"), str) else None
     if entry is not None:

@@ -200,6 +200,9 @@ class PluginRecord:
     registrations: Registrations = field(default_factory=Registrations)
     #: How many dev hot reloads replaced this package in this process (PluginRegistry.plugin_reload).
     reload_generation: int = 0
+    #: (folder inode, folder mtime, PLUGIN.md mtime) when a community record was built: a registry
+    #: refresh reuses the record while they are unchanged.
+    package_stamp: tuple[int, int, int] | None = None
 
     @property
     def id(self) -> str:
@@ -427,8 +430,9 @@ def _needs_code(manifest: PluginManifest) -> bool:
 
 def plugin_record_build(found: DiscoveredPlugin, *, load_entries: bool = True) -> PluginRecord:
     """Load one discovered package into a PluginRecord (never raises for bad packages)."""
+    stamp = _package_stamp(found.root) if found.source != SOURCE_BUILTIN else None
     manifest = plugin_manifest_load(found.root, expected_id=found.id)
-    record = PluginRecord(manifest=manifest, source=found.source, host_state=HOST_DISCOVERED)
+    record = PluginRecord(manifest=manifest, source=found.source, host_state=HOST_DISCOVERED, package_stamp=stamp)
     issues = list(manifest.issues)
     if manifest.has_errors:
         record.host_state = HOST_ERROR
@@ -488,23 +492,106 @@ def registry_build(
     return registry
 
 
-_cache: dict[str, PluginRegistry] = {}
+_cache: dict[str, tuple[PluginRegistry, tuple[int, int] | None]] = {}
 _cache_lock = threading.Lock()
+_started_homes: set[str] = set()
+
+#: The registry generation marker (spec 004 安装后的重启和刷新): a file in the community plugin
+#: directory that every install, update and uninstall replaces (os.replace: a new inode each
+#: time). Every process — each hosted web process and every worker — compares its stat with the
+#: one its cached registry was built from, so they all pick up installed/uninstalled packages at
+#: their next registry read without a restart of each. Plugin files live in the same directory, so
+#: every process that can load a plugin also sees this file; one stat per read is the whole cost.
+REGISTRY_GENERATION_FILE = ".registry-generation"
+
+
+def _generation_stamp(community: Path | None) -> tuple[int, int] | None:
+    if community is None:
+        return None
+    try:
+        stat = (community / REGISTRY_GENERATION_FILE).stat()
+    except OSError:
+        return None
+    return (stat.st_ino, stat.st_mtime_ns)
+
+
+def registry_generation_bump(covel_home: Path | str) -> None:
+    """Tell every process to rebuild its registry at its next read (after an install, update or
+    uninstall under ``covel_home``). Writes ``plugins/.registry-generation`` atomically."""
+    import os
+    import uuid
+
+    community = Path(covel_home) / "plugins"
+    community.mkdir(parents=True, exist_ok=True)
+    temporary = community / f".registry-generation.{uuid.uuid4().hex}"
+    temporary.write_text(uuid.uuid4().hex, encoding="utf-8")
+    os.replace(temporary, community / REGISTRY_GENERATION_FILE)
 
 
 def registry_get(*, covel_home: Path | str | None, builtin_dir: Path | None = None) -> PluginRegistry:
-    """Process-wide registry snapshot for (COVEL_HOME, builtin dir); built once, then cached.
+    """Process-wide registry snapshot for (COVEL_HOME, builtin dir); built once, then cached until
+    the registry generation marker changes (``registry_generation_bump``, any process) or
+    ``registry_reset()``.
 
-    Spec 004: GET requests never rediscover plugins; call registry_reset() after installs.
+    Spec 004: GET requests never rediscover plugins themselves. The first build of a process (its
+    start) also runs the start-up steps of the install directory (``_start_steps``).
+    Executions that already hold the old registry keep it; later reads get the new one.
     """
     key = f"{covel_home}|{builtin_dir}"
+    community = Path(covel_home) / "plugins" if covel_home is not None else None
+    stamp = _generation_stamp(community)
     with _cache_lock:
-        registry = _cache.get(key)
-        if registry is None:
-            community = Path(covel_home) / "plugins" if covel_home is not None else None
+        cached = _cache.get(key)
+        if cached is not None and cached[1] == stamp:
+            return cached[0]
+        if community is not None and key not in _started_homes:
+            _started_homes.add(key)
+            _start_steps(community)
+            stamp = _generation_stamp(community)
+        if cached is None:
             registry = registry_build(builtin_dir=builtin_dir, community_dir=community)
-            _cache[key] = registry
+        else:
+            registry = _registry_refreshed(cached[0], builtin_dir=builtin_dir, community_dir=community)
+        _cache[key] = (registry, stamp)
         return registry
+
+
+def _package_stamp(root: Path) -> tuple[int, int, int] | None:
+    try:
+        folder, manifest = root.stat(), (root / PLUGIN_FILE).stat()
+    except OSError:
+        return None
+    return (folder.st_ino, folder.st_mtime_ns, manifest.st_mtime_ns)
+
+
+def _registry_refreshed(old: PluginRegistry, *, builtin_dir: Path | None, community_dir: Path | None) -> PluginRegistry:
+    """A registry for the install directory as it is now, reusing what cannot have changed:
+    builtin records (they change only with a restart) and community records whose folder and
+    PLUGIN.md are the same as when they were built (an entry this process imported stays
+    imported). New, replaced and removed community packages are discovered again."""
+    found, shadowed = plugins_discover(builtin_dir=builtin_dir, community_dir=community_dir)
+    registry = PluginRegistry(shadowed=shadowed, generation=old.generation + 1)
+    for item in found:
+        previous = old.records.get(item.id)
+        reusable = previous is not None and previous.source == item.source and (
+            item.source == SOURCE_BUILTIN
+            or (previous.manifest.root == item.root and previous.package_stamp is not None
+                and previous.package_stamp == _package_stamp(item.root)))
+        registry.records[item.id] = previous if reusable else plugin_record_build(item)
+    return registry
+
+
+def _start_steps(community: Path) -> None:
+    """Start-up work on the community directory (spec 004 DELETE /api/plugins/:id: 清理失败 … 下次
+    启动重试清理; plugin updates staged by POST /api/install/plugin/github/update are promoted
+    before discovery; see plugins_app.install_dir). Never raises."""
+    from plugins_app.install_dir import install_dir_start
+
+    try:
+        if install_dir_start(community):
+            registry_generation_bump(community.parent)
+    except Exception:  # a start-up step must not keep the server from listing plugins
+        logger.exception("plugin install directory start-up steps failed")
 
 
 def plugin_registry() -> PluginRegistry:
@@ -521,10 +608,12 @@ def registry_reset() -> None:
     """Drop cached registries (after install/uninstall, and between tests)."""
     with _cache_lock:
         _cache.clear()
+        _started_homes.clear()
 
 
 __all__ = [
     "HOST_DISCOVERED", "HOST_ERROR", "HOST_INSTALLED", "HOST_LOADED", "PluginRecord", "PluginRegistrationApi",
     "PluginRegistry", "Registration", "RegistrationError", "Registrations", "SOURCE_BUILTIN",
-    "plugin_record_build", "plugin_registry", "registry_build", "registry_get", "registry_reset",
+    "REGISTRY_GENERATION_FILE", "plugin_record_build", "plugin_registry", "registry_build", "registry_generation_bump",
+    "registry_get", "registry_reset",
 ]

@@ -145,3 +145,115 @@ INSTALL_ERRORS: dict[int, str] = {
     "install token)", 403: "install_api_disabled", 413: "payload_too_large: over 20 MiB"}
 INSTALL_BODY = {"multipart/form-data": InstallUpload, "application/json": InstallSourceIn}
 SCHEMA_CONTENT = {"application/schema+json": {"schema": {"type": "object", "additionalProperties": True}}}
+
+
+# --- GitHub installs, listings, uninstall (spec 004 插件与世界安装, 全局插件) ------------------------
+
+
+class GithubUrlIn(WireIn):
+    """{url}: a public https://github.com/<owner>/<repo>[/tree/<ref>[/<path>]] link."""
+
+    url: str
+
+
+class GithubConfirmIn(WireIn):
+    """{token, acceptRisk: true}: confirm a preview (install or update)."""
+
+    token: str
+    accept_risk: bool
+
+
+class GithubBatchIn(WireIn):
+    """{tokens: 1–20 install tokens, acceptRisk: true}."""
+
+    tokens: list[str]
+    accept_risk: bool
+
+
+class GithubUpdatePreviewIn(WireIn):
+    """{id, url?}: the installed package, and optionally a link to another version of it."""
+
+    id: str
+    url: str | None = None
+
+
+class GithubSourceOut(Wire):
+    repository: str
+    commit: str
+    path: str
+    digest: str
+    tracking: dict[str, Any]
+
+
+class GithubPreviewOut(Wire):
+    """GithubPluginPreview / GithubWorldPreview: plugins add capabilities and hasServerCode."""
+
+    kind: Literal["plugin", "world"]
+    id: str
+    version: str | None = None
+    source: GithubSourceOut
+    trusted_source: bool
+    token: str
+    expires_at: str
+    capabilities: dict[str, Any] | None = None
+    has_server_code: bool | None = None
+
+
+class GithubUpdatePreviewOut(Wire):
+    """{status: current | pinned} or {status: available, preview} (preview adds previous, changes)."""
+
+    status: Literal["current", "pinned", "available"]
+    preview: GithubPreviewOut | None = None
+
+
+class GithubPackagesPreviewOut(Wire):
+    """POST /api/install/github/preview: {collection, items, problems}."""
+
+    collection: dict[str, Any] | None
+    items: list[GithubPreviewOut]
+    problems: list[dict[str, Any]]
+
+
+class BatchInstallOut(Wire):
+    """POST /api/install/github/batch and /api/install/collection (201)."""
+
+    ok: bool
+    installed: list[dict[str, str]]
+    restart_required: bool
+
+
+class InstalledPackageOut(Wire):
+    id: str
+    version: str | None = None
+    source: str | None
+    integrity: Literal["verified", "modified", "no-receipt", "unreadable"]
+    trusted_source: bool
+    tracking: dict[str, Any] | None = None
+    commit: str | None = None
+    host_state: str | None = None
+    pending_update: dict[str, Any] | None = None
+    status: str | None = None
+
+
+class InstalledPackagesOut(Wire):
+    items: list[InstalledPackageOut]
+
+
+class UninstallOut(Wire):
+    ok: bool
+    id: str
+    restart_required: bool
+
+
+class OkOut(Wire):
+    ok: bool
+
+
+GITHUB_ERRORS: dict[int, str] = {
+    400: "invalid_github_url / invalid_request / risk_not_accepted / invalid_preview_token / package_invalid / "
+         "not_a_plugin / not_a_world / too_many_packages / collection_invalid / update_unavailable",
+    401: "operator_token_required / unauthorized", 403: "install_api_disabled",
+    404: "github_not_found / plugin_not_installed / world_not_installed / no_pending_update",
+    409: "preview_expired / preview_changed / plugin_already_exists / world_already_exists / plugin_reserved_id / "
+         "package_busy / update_pending / local_changes",
+    413: "payload_too_large", 429: "github_rate_limited", 502: "github_unreachable / github_upstream_error"}

@@ -93,15 +93,21 @@ def receipt_read(root: Path) -> tuple[str | None, str]:
         files = data.get("files")
         if not isinstance(files, dict) or (source is not None and not isinstance(source, str)):
             return None, INTEGRITY_UNREADABLE
-        present = _package_files(Path(root))
-        if set(present) != set(files):
-            return source, INTEGRITY_MODIFIED
-        for rel, file_path in present.items():
-            if hashlib.sha256(file_path.read_bytes()).hexdigest() != files[rel]:
-                return source, INTEGRITY_MODIFIED
-        return source, INTEGRITY_VERIFIED
+        return source, files_integrity(Path(root), files)
     except (OSError, ValueError, AttributeError, RecursionError):
         return None, INTEGRITY_UNREADABLE
+
+
+def files_integrity(root: Path, files: dict[str, Any]) -> str:
+    """``verified`` when the package at ``root`` holds exactly ``files`` ({relative path: sha256
+    hex}) with those digests, else ``modified``. Raises OSError when a file cannot be read."""
+    present = _package_files(Path(root))
+    if set(present) != set(files):
+        return INTEGRITY_MODIFIED
+    for rel, file_path in present.items():
+        if hashlib.sha256(file_path.read_bytes()).hexdigest() != files[rel]:
+            return INTEGRITY_MODIFIED
+    return INTEGRITY_VERIFIED
 
 
 def receipt_write(root: Path, source: str | None) -> None:

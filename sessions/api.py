@@ -14,6 +14,7 @@ from ninja.responses import Status
 from sessions import selectors, services
 from sessions.api_scope import request_json, session_scope
 from covel.auth import is_operator, owner_checks_enabled, require_operator
+from covel.jsonbody import unknown_fields_check
 from covel.openapi import BUSY_ERRORS, OPERATOR, OPERATOR_ERRORS, OWNER, SESSION_ERRORS, Ok, contract, errors_merge
 from covel.ratelimit import rate_limit_hit
 from plugins_app.registry import plugin_registry
@@ -25,9 +26,6 @@ from sessions.schemas import (ActionKindsOut, LorebookEnabledPatch, LorebookEntr
                               SessionStateOut, seat_patch_parse)
 
 router = Router(tags=["sessions"])
-
-_CREATE_FIELDS = {"worldId", "locale", "plugins", "id", "loreOverride", "autoAdvanceLimit", "seatRole"}
-
 
 def _read_limit(request: HttpRequest) -> None:
     # Spec 004 §状态查询 / §消息历史: the same client on the same path, per minute.
@@ -59,13 +57,14 @@ def list_sessions(request: HttpRequest):
 
 @router.post("/sessions", response={201: dict})
 @contract(ok=SessionCreatedOut, status=201, body=SessionIn, security=OPERATOR, errors=errors_merge(OPERATOR_ERRORS, {
-    400: "invalid_world_id / invalid_locale / invalid_plugins / invalid_seat_role / invalid_auto_advance_limit / "
+    400: "invalid_json_body / invalid_request (unknown field, details.issues) / invalid_world_id / invalid_locale / invalid_plugins / invalid_seat_role / invalid_auto_advance_limit / "
          "invalid_session_id / lore override too long / plugin selection errors (missing-provider, ...)",
     404: "world_not_found", 409: "session_already_exists / world_deleting"}))
 def create_session(request: HttpRequest):
     """Create a session; the response carries ``ownerToken`` once (hosted tiers: operator token)."""
     require_operator(request)
     data = request_json(request)
+    unknown_fields_check(data, SessionIn)
     for name in ("plugins",):
         if name in data and (not isinstance(data[name], list) or not all(isinstance(p, str) for p in data[name])):
             raise InvalidRequest(code="invalid_plugins", message="plugins must be an array of plugin ids")
@@ -91,11 +90,14 @@ def get_session(request: HttpRequest, session_id: str):
 
 @router.patch("/sessions/{session_id}", auth=session_scope)
 @contract(ok=SessionOut, body=SessionPatch, security=OWNER, errors=errors_merge(SESSION_ERRORS, {
-    400: "invalid_status / invalid_runtime_model_overrides / invalid_auto_advance_limit",
+    400: "invalid_json_body / invalid_request (unknown field, details.issues) / invalid_status / "
+         "invalid_runtime_model_overrides / invalid_auto_advance_limit",
     409: "session_ended / session_deleting / session_lifecycle_busy"}))
 def update_session(request: HttpRequest, session_id: str):
-    """status / runtimeModelOverrides / autoAdvanceLimit (absent fields stay unchanged)."""
+    """status / runtimeModelOverrides / autoAdvanceLimit (absent fields stay unchanged; 400
+    invalid_request for any other key)."""
     data = request_json(request)
+    unknown_fields_check(data, SessionPatch)
     kwargs = {}
     for wire, name in (("status", "status"), ("runtimeModelOverrides", "runtime_model_overrides"),
                        ("autoAdvanceLimit", "auto_advance_limit")):

@@ -21,7 +21,9 @@ from plugins_app.registry import plugin_registry
 from sessions.errors import WorldNotFound
 from sessions.schemas import (GalleryFileQuery, WorldDeleteOut, WorldDimensionsIn, WorldGalleryOut, WorldOut,
                               WorldPluginPlanOut, WorldsOut)
-from sessions.world_schemas import WorldIn, WorldPatch
+from sessions import world_data_sync
+from sessions.world_schemas import (WorldDataPreflightIn, WorldDataPreflightOut, WorldDataSyncIn, WorldDataSyncOut,
+                                    WorldDimensionsSyncIn, WorldIn, WorldPatch, WorldRestoreIn)
 from sessions.worldpkg.dimensions import dimensions_export
 
 router = Router(tags=["worlds"])
@@ -42,10 +44,14 @@ def create_world(request, payload: WorldIn):
 
 
 @router.get("/worlds/{world_id}")
-@contract(ok=WorldOut, errors={404: "world_not_found"})
+@contract(ok=WorldOut, errors={404: "world_not_found", 422: "world_package_invalid: the package folder does not load"})
 def get_world(request, world_id: str):
     view = selectors.world_get(world_id)
     if view is None:
+        broken = selectors.world_package_broken(world_id)
+        if broken is not None:  # the folder is there but does not load: say why (issue 21)
+            raise ApiError(422, "world_package_invalid", "World package does not load",
+                           {"diagnostics": selectors.package_errors(broken)})
         raise WorldNotFound(world_id)
     return view.record
 
@@ -87,6 +93,44 @@ def import_world_dimensions(request, world_id: str):
     require_operator(request)  # hosted tiers: global world writes need the operator token
     payload = json_body_load(request.body or b"null")
     return services.world_dimensions_replace(world_id=world_id, payload=payload)
+
+
+@router.post("/worlds/{world_id}/restore-package")
+@contract(ok=WorldOut, body=WorldRestoreIn, security=OPERATOR, errors=errors_merge(OPERATOR_ERRORS, {
+    404: "world_not_found", 409: "world_not_from_package | world_package_missing | world_deleting",
+    422: "world_package_invalid"}))
+def restore_world_package(request, world_id: str):
+    require_operator(request)  # hosted tiers: global world writes need the operator token
+    return services.world_restore_package(world_id=world_id)
+
+
+@router.post("/worlds/{world_id}/world-data/preflight")
+@contract(ok=WorldDataPreflightOut, body=WorldDataPreflightIn, errors={
+    400: "invalid_request", 404: "world_not_found | session_not_found", 409: "dimension_provider_conflict"})
+def preflight_world_data(request, world_id: str):
+    payload = json_body_load(request.body or b"{}")
+    return world_data_sync.world_data_preflight(world_id=world_id, payload=payload, registry=plugin_registry())
+
+
+@router.post("/worlds/{world_id}/sync-data")
+@contract(ok=WorldDataSyncOut, body=WorldDataSyncIn, security=OPERATOR, errors=errors_merge(OPERATOR_ERRORS, {
+    400: "invalid_request: no sessionId, or not this world's session", 404: "world_not_found | session_not_found",
+    409: "world_data_sync_plan_stale | dimension_provider_conflict | world_deleting | session_not_active"}))
+def sync_world_data(request, world_id: str):
+    require_operator(request)  # an author's tool: the operator token in hosted tiers
+    payload = json_body_load(request.body or b"{}")
+    return world_data_sync.world_data_sync(world_id=world_id, payload=payload, registry=plugin_registry())
+
+
+@router.post("/worlds/{world_id}/sync-dimensions")
+@contract(ok=WorldDataSyncOut, body=WorldDimensionsSyncIn, security=OPERATOR, errors=errors_merge(OPERATOR_ERRORS, {
+    400: "invalid_request: no sessionId, or not this world's session", 404: "world_not_found | session_not_found",
+    409: "world_data_sync_plan_stale | dimension_provider_conflict | world_deleting | session_not_active"}))
+def sync_world_dimensions(request, world_id: str):
+    require_operator(request)  # an author's tool: the operator token in hosted tiers
+    payload = json_body_load(request.body or b"{}")
+    return world_data_sync.world_data_sync(world_id=world_id, payload=payload, registry=plugin_registry(),
+                                           dimensions_only=True)
 
 
 @router.get("/worlds/{world_id}/plugin-plan")

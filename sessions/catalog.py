@@ -24,7 +24,8 @@ class ResolvedWorld:
     """A world as session creation needs it.
 
     metadata: WorldRecord.metadata shape. is_deleting: a delete is in progress (409 world_deleting).
-    contents: locale → {"characters", "lorebook", "lore", "name", "summary"?, "data"?: {sourceId: content}}
+    contents: locale → {"characters", "lorebook", "lore", "name", "summary"?, "data"?: {sourceId: content},
+    "dimensions"?: {dimId: definition in that locale}}
     (the default locale always present).
     """
 
@@ -107,7 +108,7 @@ def _package_resolved(package) -> ResolvedWorld:
     content = {}
     for tag, loc in package.locales.items():
         content[tag] = {"characters": loc.characters, "lorebook": loc.lorebook, "lore": loc.lore, "name": loc.name,
-                        "summary": loc.summary, "data": loc.data}
+                        "summary": loc.summary, "data": loc.data, "dimensions": loc.dimensions}
     resolved = ResolvedWorld(
         id=package.id, name=package.name, metadata=package.record_metadata(),
         default_locale=package.default_locale, supported_locales=list(package.supported_locales), contents=content,
@@ -136,6 +137,8 @@ def world_resolve(world_id: str, *, shared: bool = False) -> ResolvedWorld | Non
     package = _package_find(world_id)
     if package is not None:
         template = _package_resolved(package)
+        if row is not None and (row.metadata or {}).get("packageModified"):
+            return _edited_package_world(template, row, is_deleting)
         if shared:
             return replace(template, is_deleting=is_deleting)
         return replace(template, metadata=copy.deepcopy(template.metadata),
@@ -155,3 +158,23 @@ def world_resolve(world_id: str, *, shared: bool = False) -> ResolvedWorld | Non
     }}
     return ResolvedWorld(id=row.id, name=row.name, metadata=meta, default_locale=default_locale,
                          supported_locales=supported, is_deleting=is_deleting, contents=contents)
+
+
+def _edited_package_world(template: ResolvedWorld, row, is_deleting: bool) -> ResolvedWorld:
+    """A package world edited in the app (PATCH, dimension import: metadata.packageModified): new
+    sessions, preflight and sync read the record's metadata (dimensions, characterSchema,
+    pluginPolicy ...), name and default-locale lore; other world data still comes from the
+    package's data/ files (spec 004 PATCH /api/worlds/:id)."""
+    meta = copy.deepcopy(template.metadata)
+    meta.update(copy.deepcopy(row.metadata or {}))
+    contents = copy.deepcopy(template.contents)
+    default = contents.get(template.default_locale)
+    package = row.package or {}
+    if default is not None:
+        default["name"] = row.name or default.get("name")
+        if package.get("lore"):
+            default["lore"] = package["lore"]
+        if package.get("description") is not None:
+            default["summary"] = package["description"]
+    return replace(template, name=row.name or template.name, metadata=meta, supported_locales=list(template.supported_locales),
+                   is_deleting=is_deleting, contents=contents)

@@ -273,3 +273,35 @@ class ApprovalGeneration(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["session", "plugin_id"], name="uniq_approval_generation")]
+
+
+class WorldDataLedgerRow(models.Model):
+    """``world_data_import_ledger`` (spec 004 sync-data / sync-dimensions): one row per record the
+    world-data importer wrote into a session. ``managed`` rows are the importer's: sync may replace
+    or remove them while the target still holds ``value_hash`` (SHA-256 of the canonical JSON written).
+    ``kind`` is "plugin-data" (target ``contract:<c>``, plugin_id/namespace/key of the PluginData row)
+    or "dimension" (target ``world:metadata.dimensions``, key = dimension id, the protected
+    ``_dimensions`` record; ``definition_hash`` is the definition it was imported with, ``version``
+    the DimensionValue version written). Written only by sessions.world_data_sync."""
+
+    KIND_PLUGIN_DATA = "plugin-data"
+    KIND_DIMENSION = "dimension"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="world_data_ledger")
+    world_id = models.CharField(max_length=128)
+    kind = models.CharField(max_length=16)
+    source_id = models.CharField(max_length=128)
+    target = models.CharField(max_length=256)
+    plugin_id = models.CharField(max_length=128, blank=True, default="")
+    namespace = models.CharField(max_length=128, blank=True, default="")
+    key = models.CharField(max_length=256)
+    value_hash = models.CharField(max_length=64)
+    definition_hash = models.CharField(max_length=64, blank=True, default="")
+    version = models.IntegerField(default=0)
+    managed = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "world_data_import_ledger"
+        constraints = [models.UniqueConstraint(fields=["session", "kind", "plugin_id", "namespace", "key"],
+                                               name="uniq_world_data_ledger_row")]

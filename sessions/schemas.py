@@ -121,7 +121,8 @@ class OrchestrationPatch(WireIn):
 class SessionIn(WireIn):
     """POST /api/sessions."""
 
-    world_id: str = Field(description="The world to play (404 world_not_found)")
+    world_id: str | None = Field(None, description="The world to play (404 world_not_found); absent: a session "
+                                                   "without a world (spec 004 §POST /api/sessions)")
     locale: str | None = Field(None, description="Content language; the world's nearest version is used")
     plugins: list[str] | None = Field(None, description="Plugin ids to request; the world's plan when absent")
     id: str | None = Field(None, description="A session id of your own (409 session_already_exists when taken)")

@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -44,6 +45,7 @@ from sessions.errors import (
 )
 from sessions.models import Character, CharacterSchema, ChatMessage, DimensionValue, LorebookEntry, Session
 from sessions.plugin_selection import dimension_providers, plugins_resolve, setup_runtimes_initial
+from sessions.world_data_contracts import world_dimensions_for
 from sessions.world_data_import import contract_data_deliver, world_data_late_import
 
 WORLD_ID_RE = re.compile(r"^[a-z0-9_-]{1,64}$", re.IGNORECASE)
@@ -313,13 +315,14 @@ def session_create(
                         DimensionValue.objects.bulk_create([
                             DimensionValue(session=session, dimension_id=dim_id, definition=definition,
                                            value=definition.get("initialValue"), version=1)
-                            for dim_id, definition in world.dimensions.items() if isinstance(definition, dict)
+                            # the session locale's definitions (world_data_contracts.world_dimensions_for)
+                            for dim_id, definition in world_dimensions_for(world, session_locale).items() if isinstance(definition, dict)
                         ])
                     else:
                         extras["ignoredDimensions"] = list(world.dimensions)
                         notices.append({"level": "warning", "code": "dimension-provider-missing", "sourceId": "dimensions",
                                         "message": "no enabled plugin provides world.dimensions@1; dimensions were not imported"})
-                _contract_data_deliver(session, world, content, registry, resolution.runnable)
+                notices += _contract_data_deliver(session, world, content, registry, resolution.runnable)
     except IntegrityError:
         # A concurrent create with the same client id won the race.
         raise SessionAlreadyExists(new_id) from None
@@ -331,7 +334,7 @@ def session_create(
     return SessionCreated(session=session, owner_token=owner_token, extras=extras)
 
 
-def _contract_data_deliver(session: Session, world: ResolvedWorld, content: dict[str, Any], registry, plugin_ids: list[str]) -> None:
+def _contract_data_deliver(session: Session, world: ResolvedWorld, content: dict[str, Any], registry, plugin_ids: list[str]) -> list[dict[str, Any]]:
     """World data sources with ``to: contract:<c>`` (e.g. ``world.time-definition@1``) become plugin
     data of every enabled plugin declaring a ``contributes.data`` namespace that ``accepts`` <c>
     (sessions.world_data_import). Called inside the creating transaction; kernel write, no event
@@ -339,21 +342,37 @@ def _contract_data_deliver(session: Session, world: ResolvedWorld, content: dict
     delivered = contract_data_deliver(session, world, content, registry, plugin_ids)
     if delivered.receivers:
         Session.objects.filter(pk=session.pk).update(metadata=session.metadata)
+    return delivered.notices  # sources no enabled plugin receives (worldDataNotices)
 
 
 CODE_UNKNOWN_PLUGIN = "unknown-plugin"
 
 
 def _policy_defaults(policy: dict[str, Any]) -> list[str]:
-    """World default plugin ids: the preset pack's ``requested`` + ``plus``/``requested``."""
+    """World default plugin ids: the preset pack's ``requested`` + ``plus``/``requested``. The preset
+    (``preset`` or ``presetId``) is the world's own pack of that id, else the builtin pack of that id
+    (plugins_app/packs/builtin.yaml) — the same pack GET /api/worlds/:id/plugin-plan selects."""
     out: list[str] = []
-    preset = policy.get("preset")
-    for pack in policy.get("packs") or []:
-        if isinstance(pack, dict) and pack.get("id") == preset:
-            out += [p for p in pack.get("requested") or [] if isinstance(p, str)]
+    preset = policy.get("preset") or policy.get("presetId")
+    own = [pack for pack in policy.get("packs") or [] if isinstance(pack, dict) and pack.get("id") == preset]
+    for pack in own or _builtin_packs(preset):
+        out += [p for p in pack.get("requested") or [] if isinstance(p, str)]
     out += [p for p in policy.get("plus") or policy.get("requested") or [] if isinstance(p, str)]
     excluded = set(policy.get("excluded") or [])
     return [p for p in dict.fromkeys(out) if p not in excluded]
+
+
+BUILTIN_PACKS_FILE = Path(__file__).resolve().parent.parent / "plugins_app" / "packs" / "builtin.yaml"
+
+
+def _builtin_packs(preset: Any) -> list[dict[str, Any]]:
+    """The builtin pack named ``preset`` as ``[{id, requested, ...}]`` ([] when there is none)."""
+    if not isinstance(preset, str) or not preset:
+        return []
+    from sessions.world_packages import packs_catalog_load
+
+    catalog, _issues = packs_catalog_load(BUILTIN_PACKS_FILE)
+    return [pack.as_dict() for pack in catalog if pack.id == preset]
 
 
 def _has_locale_text(record, locale: str) -> bool:

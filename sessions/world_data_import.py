@@ -2,8 +2,9 @@
 PUT /api/sessions/:id/plugins/:pluginId "开局后加入的接收插件").
 
 A world data source whose target is ``contract:<c>`` is delivered to every enabled plugin that declares
-a ``contributes.data`` namespace accepting ``<c>``: one plugin-data row, key = the record's ``key``
-field (the source's ``key``), else the source id. At creation every receiver gets it; a plugin
+a ``contributes.data`` namespace accepting ``<c>``: the rows of
+``sessions.world_data_contracts.contract_source_rows`` (a list with a declared ``key``: one row per
+item keyed by that field; otherwise one row, keyed by the record's ``key`` field, else the source id). At creation every receiver gets it; a plugin
 that joins the enabled set later gets it once, the first time it is enabled
 (``metadata.worldDataReceivers`` remembers who received). A row that already holds another value
 (the game or the player changed it) is kept and counted as a conflict; an equal one is left as it is.
@@ -17,10 +18,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sessions.world_data_contracts import (
+    CODE_DIMENSION_PROVIDER_MISSING,
+    CODE_RECEIVER_MISSING,
+    HIDDEN_NAMESPACE_PREFIX,
+    TARGET_CONTRACT_PREFIX,
+    _accepting_namespaces,
+    _contract_sources,
+    contract_source_rows,
+    contract_sources_unreceived,
+    world_dimensions_for,
+)
+from sessions.world_data_sync import ledger_record_creation
+
 RECEIVERS_KEY = "worldDataReceivers"
-TARGET_CONTRACT_PREFIX = "contract:"
-CODE_RECEIVER_MISSING = "receiver-missing"
-CODE_DIMENSION_PROVIDER_MISSING = "dimension-provider-missing"
 
 
 @dataclass
@@ -39,17 +50,6 @@ class WorldDataImport:
                 "notices": [dict(n) for n in self.notices]}
 
 
-def _contract_sources(world) -> list[dict[str, Any]]:
-    sources = ((world.metadata.get("worldData") or {}).get("sources")) or []
-    return [s for s in sources if isinstance(s, dict) and isinstance(s.get("target"), str)
-            and s["target"].startswith(TARGET_CONTRACT_PREFIX) and s.get("enabled", True)]
-
-
-def _accepting_namespaces(record, contract: str) -> list[str]:
-    data = (record.manifest.contributes.data or {}) if record is not None else {}
-    return [ns for ns, decl in data.items() if isinstance(decl, dict) and contract in (decl.get("accepts") or [])]
-
-
 def contract_data_deliver(session, world, content: dict[str, Any], registry, plugin_ids: list[str]) -> WorldDataImport:
     """Deliver the world's contract sources (``content["data"]``: sourceId → value) to the receivers
     among ``plugin_ids`` (module docstring). Records the receivers in ``session.metadata``
@@ -62,23 +62,31 @@ def contract_data_deliver(session, world, content: dict[str, Any], registry, plu
         value = data.get(source.get("id"))
         if value is None:
             continue
-        contract = source["target"][len(TARGET_CONTRACT_PREFIX):]
-        key_field = source.get("key")
-        key = str(value.get(key_field)) if isinstance(value, dict) and key_field and value.get(key_field) else str(source.get("id"))
+        contract = source["target"][len(TARGET_CONTRACT_PREFIX):].split("+", 1)[0]  # "…@1+lorebook" too
+        rows = contract_source_rows(source, value)  # one row per keyed record (issue 20)
+        hidden = source.get("visibility") == "hidden"  # kept in the receiver's _hidden.<ns> bucket
         for plugin_id in plugin_ids:
             for namespace in _accepting_namespaces(registry.get(plugin_id), contract):
+                namespace = f"{HIDDEN_NAMESPACE_PREFIX}{namespace}" if hidden else namespace
                 if plugin_id not in result.receivers:
                     result.receivers.append(plugin_id)
-                row = PluginData.objects.filter(session=session, plugin_id=plugin_id, namespace=namespace, key=key).first()
-                if row is None:
-                    PluginData.objects.create(session=session, plugin_id=plugin_id, namespace=namespace, key=key, value=value)
-                    result.imported += 1
-                elif row.value != value:
-                    result.conflicts += 1  # changed in the game since: kept as it is
+                existing = {r.key: r.value for r in PluginData.objects.filter(
+                    session=session, plugin_id=plugin_id, namespace=namespace, key__in=[k for k, _ in rows])}
+                fresh = [PluginData(session=session, plugin_id=plugin_id, namespace=namespace, key=key, value=record)
+                         for key, record in rows if key not in existing]
+                PluginData.objects.bulk_create(fresh)
+                result.imported += len(fresh)
+                # changed in the game since: kept as it is
+                result.conflicts += sum(1 for key, record in rows if key in existing and existing[key] != record)
     if result.receivers:
         meta = dict(session.metadata or {})
         meta[RECEIVERS_KEY] = list(dict.fromkeys([*(meta.get(RECEIVERS_KEY) or []), *result.receivers]))
         session.metadata = meta
+    # The provenance ledger: what the importer wrote is importer-managed (sessions.world_data_sync).
+    ledger_record_creation(session, world, plugin_ids, registry)
+    # Data none of these plugins receives is reported, never dropped quietly (issue 21).
+    result.notices = [{"level": "warning", **{k: v for k, v in n.items() if k != "contract"}}
+                      for n in contract_sources_unreceived(world.metadata, registry, plugin_ids)]
     return result
 
 
@@ -114,6 +122,7 @@ def world_data_late_import(session, registry, *, joined: list[str], runnable: li
     content = world.content(session.locale)
     received = set((session.metadata or {}).get(RECEIVERS_KEY) or [])
     result = contract_data_deliver(session, world, content, registry, [p for p in joined if p not in received])
+    result.notices = []
     meta = dict(session.metadata or {})
     providers = dimension_providers(registry, joined)
     if world.dimensions and providers and not meta.get("dimensionProviderPluginId"):
@@ -122,8 +131,10 @@ def world_data_late_import(session, registry, *, joined: list[str], runnable: li
         existing = set(DimensionValue.objects.filter(session=session).values_list("dimension_id", flat=True))
         rows = [DimensionValue(session=session, dimension_id=dim_id, definition=definition,
                                value=definition.get("initialValue"), version=1)
-                for dim_id, definition in world.dimensions.items() if isinstance(definition, dict) and dim_id not in existing]
+                for dim_id, definition in world_dimensions_for(world, session.locale).items()
+                if isinstance(definition, dict) and dim_id not in existing]
         DimensionValue.objects.bulk_create(rows)
+        ledger_record_creation(session, world, [providers[0]], registry)
         result.imported += len(rows)
         if providers[0] not in result.receivers:
             result.receivers.append(providers[0])

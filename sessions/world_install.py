@@ -11,6 +11,7 @@ request created is removed (retry is safe). Installed worlds carry the marker fi
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,7 +25,7 @@ from plugins_app.errors import (
     CODE_ST_IMPORT_ID_EXHAUSTED, CODE_WORLD_ACTIVATION_FAILED, CODE_WORLD_ALREADY_EXISTS, PackageInvalid, TargetExists,
 )
 from plugins_app.install import (
-    ORIGIN_PATH, ORIGIN_ST_IMPORT, ORIGIN_ZIP, package_claim, package_copy_from_path, package_extract, package_publish,
+    ORIGIN_GITHUB, ORIGIN_PATH, ORIGIN_ST_IMPORT, ORIGIN_ZIP, package_claim, package_copy_from_path, package_extract, package_publish,
     package_staging,
 )
 from plugins_app.plugin_services import package_validate_source, package_validate_upload
@@ -38,9 +39,16 @@ from sessions.services import DEFAULT_LOCALE
 ID_CANDIDATES = 50  # st-import: <base>, <base>-2 ... <base>-50, then 409
 
 
-def _marker_write(root: Path, *, kind: str, package_id: str, origin: str) -> None:
-    marker = {"kind": kind, "id": package_id, "source": wp.SOURCE_GENERATED, "origin": origin,
-              "installedAt": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")}
+def _marker_write(root: Path, *, kind: str, package_id: str, origin: str, receipt: dict[str, Any] | None = None) -> None:
+    """Write the install marker. With ``receipt`` (a GitHub install) it also records repository,
+    commit, path, digest, tracking, version and the sha256 of every file (for ``integrity``)."""
+    marker: dict[str, Any] = {"kind": kind, "id": package_id, "source": wp.SOURCE_GENERATED, "origin": origin,
+                              "installedAt": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")}
+    if receipt:
+        from plugins_app.github import package_file_digests
+
+        marker.update({k: receipt.get(k) for k in ("repository", "commit", "path", "digest", "tracking", "version")})
+        marker["files"] = package_file_digests(root)
     (root / wp.INSTALL_MARKER).write_text(json.dumps(marker, indent=2), encoding="utf-8")
 
 
@@ -50,17 +58,57 @@ def _world_id_taken(world_id: str) -> bool:
             or World.objects.filter(pk=world_id).exists())
 
 
-def _world_activate(staged_root: Path, world_id: str, *, origin: str) -> dict[str, Any]:
-    """Validate the staged world, claim COVEL_HOME/worlds/<id>, publish and activate it.
+def world_id_taken(world_id: str) -> bool:
+    """True when a builtin, user or store world already has ``world_id``."""
+    return _world_id_taken(world_id)
+
+
+def world_stage_check(staged_root: Path, *, expected_id: str | None = None) -> str:
+    """The world id of a staged package after the install checks (ZIP 激活前的校验). Raises 400
+    package_invalid; with ``expected_id`` 409 preview_changed when the id differs."""
+    return world_stage_load(staged_root, expected_id=expected_id).manifest["id"]
+
+
+def _world_checked(world: wp.WorldPackage, *, expected_id: str | None) -> None:
+    declared = world.manifest.get("id")
+    if not isinstance(declared, str) or not wp.WORLD_ID_RE.match(declared):
+        issues = [i for i in world.issues if i.is_error] or [
+            error(CODE_IDENTITY_INVALID, "world.yaml needs an id: lowercase letters, digits and hyphens", wp.WORLD_FILE, "id")]
+        raise PackageInvalid("The world package has no valid id", report_build(kind="world", package_id=None, issues=issues).as_dict())
+    if expected_id is not None and declared != expected_id:
+        raise ApiError(409, "preview_changed", f"The world id changed from {expected_id} to {declared}; preview again")
+    if not world.ok:
+        raise PackageInvalid("The world package has errors", wp.world_validation_report(world).as_dict())
+
+
+def world_stage_load(staged_root: Path, *, expected_id: str | None = None) -> wp.WorldPackage:
+    """world_stage_check, returning the loaded package (its id is ``.manifest["id"]``)."""
+    world = wp.world_package_load(staged_root, source=wp.SOURCE_USER)
+    _world_checked(world, expected_id=expected_id)
+    return world
+
+
+def world_install_staged(staged_root: Path, world_id: str, *, origin: str, receipt: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Activate a world package staged under COVEL_HOME/worlds/.staging-* that passed
+    world_stage_check (GitHub installs, batches, collections); ``staged_root`` is consumed.
+    Errors as _world_activate."""
+    return _world_activate(staged_root, world_id, origin=origin, receipt=receipt, is_checked=True)
+
+
+def _world_activate(staged_root: Path, world_id: str, *, origin: str, receipt: dict[str, Any] | None = None,
+                    is_checked: bool = False) -> dict[str, Any]:
+    """Validate the staged world (unless ``is_checked``), claim COVEL_HOME/worlds/<id>, publish and activate it.
 
     Raises 400 package_invalid (error diagnostics: nothing written), 409 world_already_exists
     (builtin/store/user world with this id, or a concurrent install), 500 world_activation_failed
     (the new folder is removed again).
     """
-    _marker_write(staged_root, kind="world", package_id=world_id, origin=origin)
-    world = wp.world_package_load(staged_root, source=wp.SOURCE_USER, expected_id=world_id)
-    if not world.ok:
-        raise PackageInvalid("The world package has errors", wp.world_validation_report(world).as_dict())
+    # A marker the package brought along is overwritten: it is the installer's record.
+    _marker_write(staged_root, kind="world", package_id=world_id, origin=origin, receipt=receipt)
+    if not is_checked:
+        world = wp.world_package_load(staged_root, source=wp.SOURCE_USER, expected_id=world_id)
+        if not world.ok:
+            raise PackageInvalid("The world package has errors", wp.world_validation_report(world).as_dict())
     if _world_id_taken(world_id):
         raise TargetExists(world_id, code=CODE_WORLD_ALREADY_EXISTS)
     target = wp.user_worlds_dir(settings.COVEL_HOME) / world_id
@@ -71,6 +119,28 @@ def _world_activate(staged_root: Path, world_id: str, *, origin: str) -> dict[st
         shutil.rmtree(target, ignore_errors=True)
         raise ApiError(500, CODE_WORLD_ACTIVATION_FAILED, f"World {world_id} could not be activated; retry the install")
     return {"ok": True, "kind": "world", "id": world_id, "restartRequired": False}
+
+
+def world_replace_staged(staged_root: Path, world_id: str, *, receipt: dict[str, Any]) -> None:
+    """Replace the installed user world ``world_id`` with a staged package that passed
+    world_stage_check (a GitHub update): the old folder is renamed out, the new one in, and read back as GET /api/worlds does;
+    if that fails the old folder comes back (500 world_activation_failed). ``staged_root`` is consumed."""
+    from plugins_app.install import package_move_out, trash_remove
+
+    _marker_write(staged_root, kind="world", package_id=world_id, origin=ORIGIN_GITHUB, receipt=receipt)
+    target = wp.user_worlds_dir(settings.COVEL_HOME) / world_id
+    old = package_move_out(target)
+    try:
+        os.replace(staged_root, target)
+        view = world_selectors.world_get(world_id)
+        if view is None or view.package is None or view.package.root != target.resolve():
+            raise OSError("the new package did not activate")
+    except OSError as exc:
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(old, target)
+        raise ApiError(500, CODE_WORLD_ACTIVATION_FAILED, f"World {world_id} could not be updated ({exc}); "
+                       "the installed version stays") from None
+    trash_remove(old)
 
 
 def _world_install(staged_root: Path, *, origin: str) -> dict[str, Any]:

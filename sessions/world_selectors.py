@@ -9,6 +9,7 @@ is being deleted (state "deleting"); an edited row wins over the package files.
 from __future__ import annotations
 
 import copy
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,6 +20,11 @@ from django.conf import settings
 from sessions import world_packages as wp
 from sessions.models import World
 
+logger = logging.getLogger("covel.worlds")
+#: (package root, digest) pairs already logged as failing to load (one log line per broken version).
+_logged_broken: set[tuple[str, str]] = set()
+STATUS_ERROR = "error"
+
 SUMMARY_METADATA_KEYS = ("source", "storage", "packageManaged", "generated", "cover", "accentColor",
                          "supportedLocales", "packageInfo", "defaultViewMode", "pluginSettings")
 
@@ -28,9 +34,67 @@ def builtin_worlds_dir() -> Path:
     return Path(configured) if configured else wp.BUILTIN_WORLDS_DIR
 
 
+def world_packages_all() -> list[wp.WorldPackage]:
+    """Every package folder of the builtin and user world directories, loadable or not (builtin first)."""
+    return wp.world_packages_discover(builtin_dir=builtin_worlds_dir(), user_dir=wp.user_worlds_dir(settings.COVEL_HOME))
+
+
 def world_packages_list() -> list[wp.WorldPackage]:
     """Every loadable package world (builtin first). Packages with errors are left out."""
-    return [w for w in wp.world_packages_discover(builtin_dir=builtin_worlds_dir(), user_dir=wp.user_worlds_dir(settings.COVEL_HOME)) if w.ok]
+    return [w for w in world_packages_all() if w.ok]
+
+
+def package_errors(package: wp.WorldPackage) -> list[dict[str, Any]]:
+    """The error issues of a package that does not load, as `{severity, code, message, file?, field?}`."""
+    return [i.as_dict() for i in package.issues if i.severity == "error"]
+
+
+def package_broken_log(package: wp.WorldPackage) -> None:
+    """Log a package that fails to load once per version (root + digest), with its first errors."""
+    key = (str(package.root), package.digest)
+    if key in _logged_broken:
+        return
+    _logged_broken.add(key)
+    errors = package_errors(package)
+    logger.warning("world package %s (%s) does not load: %d error(s): %s", package.id, package.root, len(errors),
+                   "; ".join(f"{e.get('file') or ''} {e.get('field') or ''}: {e['code']} {e['message']}" for e in errors[:5]))
+
+
+def broken_summary(package: wp.WorldPackage) -> dict[str, Any]:
+    """The GET /api/worlds item of a package that does not load (spec 004 status: "error" style,
+    as GET /api/plugins lists a plugin that failed): `status: "error"`, `error` (first reason) and
+    `diagnostics` (every error issue). Paths are package-relative, never the server's."""
+    errors = package_errors(package)
+    first = errors[0] if errors else {"code": "package-invalid", "message": "the package does not load"}
+    return {"id": package.id, "name": package.name or package.id, "description": package.summary or "",
+            "locale": package.default_locale, "status": STATUS_ERROR,
+            "error": f"{first.get('file') or 'world.yaml'}: {first['message']}",
+            "diagnostics": errors, "metadata": {"source": package.source, "storage": "package", "packageManaged": True},
+            "createdAt": None, "updatedAt": None}
+
+
+def world_package_broken(world_id: str) -> wp.WorldPackage | None:
+    """The package folder ``world_id`` when it exists but does not load (None otherwise)."""
+    if not isinstance(world_id, str) or not wp.WORLD_ID_RE.match(world_id):
+        return None
+    for directory, source in ((builtin_worlds_dir(), wp.SOURCE_FILE), (wp.user_worlds_dir(settings.COVEL_HOME), wp.SOURCE_USER)):
+        root = Path(directory) / world_id
+        if (root / wp.WORLD_FILE).is_file():
+            package = wp.world_package_load(root, source=source, expected_id=world_id)
+            if package.ok:
+                return None
+            package_broken_log(package)
+            return package
+    return None
+
+
+def update_available(record: dict[str, Any], package: wp.WorldPackage | None) -> bool | None:
+    """spec 004 GET /api/worlds `updateAvailable`: the package's digest differs from the one the
+    record saved at import (metadata.packageDigest). None (omitted) without a package or a saved digest."""
+    saved = (record.get("metadata") or {}).get("packageDigest")
+    if package is None or not saved or not package.digest:
+        return None
+    return package.digest != saved
 
 
 def world_package_get(world_id: str) -> wp.WorldPackage | None:
@@ -92,11 +156,16 @@ def world_get(world_id: str) -> WorldView | None:
     row = World.objects.filter(pk=world_id).first()
     package = world_package_get(world_id)
     if row is not None and (package is None or (row.metadata or {}).get("packageModified")):
-        return WorldView(world_id, row_record(row), package, row)
+        record = row_record(row)
+        flag = update_available(record, package)
+        if flag is not None:
+            record["updateAvailable"] = flag
+        return WorldView(world_id, record, package, row)
     if package is not None:
         record = _package_record(package)
+        record["updateAvailable"] = False
         if row is not None and row.state == World.STATE_DELETING:
-            record["metadata"]["worldDeletion"] = {"state": "deleting"}
+            record["metadata"]["worldDeletion"] = dict((row.metadata or {}).get("worldDeletion") or {"state": "deleting"})
         return WorldView(world_id, record, package, row)
     return None
 
@@ -107,9 +176,12 @@ def world_summary(record: dict[str, Any]) -> dict[str, Any]:
     summary_meta = {k: copy.deepcopy(meta[k]) for k in SUMMARY_METADATA_KEYS if k in meta}
     localized = meta.get("localizedText") or {}
     summary_meta["localizedText"] = {k: localized[k] for k in ("name", "description") if k in localized}
-    return {"id": record["id"], "name": record["name"], "description": record.get("description", ""),
-            "locale": record.get("locale"), "metadata": summary_meta,
-            "createdAt": record.get("createdAt"), "updatedAt": record.get("updatedAt")}
+    out = {"id": record["id"], "name": record["name"], "description": record.get("description", ""),
+           "locale": record.get("locale"), "metadata": summary_meta,
+           "createdAt": record.get("createdAt"), "updatedAt": record.get("updatedAt")}
+    if record.get("updateAvailable") is not None:
+        out["updateAvailable"] = record["updateAvailable"]
+    return out
 
 
 def world_list() -> list[dict[str, Any]]:
@@ -117,9 +189,25 @@ def world_list() -> list[dict[str, Any]]:
     rows = {row.id: row for row in World.objects.all()}
     out = []
     seen = set()
-    for package in world_packages_list():
+    for package in world_packages_all():
         row = rows.get(package.id)
-        record = row_record(row) if row is not None and (row.metadata or {}).get("packageModified") else _package_record(package)
+        if not package.ok:
+            # Listed with its diagnostics and logged, never silently absent (issue 21).
+            package_broken_log(package)
+            if package.id not in seen:
+                out.append(broken_summary(package))
+                seen.add(package.id)
+            continue
+        if package.id in seen:
+            continue
+        if row is not None and (row.metadata or {}).get("packageModified"):
+            record = row_record(row)
+            flag = update_available(record, package)
+            if flag is not None:
+                record["updateAvailable"] = flag
+        else:
+            record = _package_record(package)
+            record["updateAvailable"] = False
         out.append(world_summary(record))
         seen.add(package.id)
     for world_id in sorted(rows):

@@ -23,6 +23,7 @@ from sessions import world_packages as wp
 from sessions import world_selectors as selectors
 from sessions.errors import WorldDeleting, WorldNotFound
 from sessions.models import Session, World
+from sessions.world_data_sync import world_dimensions_changed_notify
 from sessions.worldpkg.dimensions import dimensions_import, dimensions_validate
 
 CODE_WORLD_ALREADY_EXISTS = "world_already_exists"
@@ -117,9 +118,13 @@ def world_update(*, world_id: str, patch: dict[str, Any]) -> dict[str, Any]:
                 package[key] = patch[key]
         if patch.get("name"):
             row.name = patch["name"]
+        dimensions_changed = "dimensions" in metadata_patch and (view.record["metadata"].get("dimensions") or {}) != metadata_patch["dimensions"]
         row.metadata, row.package = meta, package
         row.save()
-    return selectors.row_record(row)
+    if dimensions_changed:
+        # Active sessions are told the author's source changed; their values are not reset.
+        world_dimensions_changed_notify(world_id, reason="world-edited")
+    return selectors.world_get(world_id).record
 
 
 def world_dimensions_replace(*, world_id: str, payload: Any) -> dict[str, Any]:
@@ -136,34 +141,105 @@ def world_dimensions_replace(*, world_id: str, payload: Any) -> dict[str, Any]:
     return world_update(world_id=world_id, patch={"dimensions": dimensions})
 
 
-def world_delete(*, world_id: str) -> dict[str, Any]:
-    """DELETE /api/worlds/:id. 403 world_read_only for builtin (source "file") worlds.
+WORLD_DELETE_LEASE_SECONDS = 600  # spec 004 删除世界: a lease left by a dead process is taken over after 10 minutes
 
-    Marks the world "deleting" (a row in state deleting: reads still work, writes get 409
-    world_deleting), deletes its sessions, then the row and (user package worlds) the package
-    folder, which is first moved out of the load directory. Returns {ok, id, deletedSessions}.
+
+def _deletion_mark(row: World) -> dict[str, Any]:
+    mark = (row.metadata or {}).get("worldDeletion")
+    return mark if isinstance(mark, dict) else {}
+
+
+def world_delete(*, world_id: str) -> dict[str, Any]:
+    """DELETE /api/worlds/:id (spec 004 删除世界). 403 world_read_only for builtin (source "file") worlds.
+
+    1. Briefly under the world row lock: write the deletion mark (state "deleting",
+       metadata.worldDeletion = {state, startedAt, leaseUntil}); reads still work, writes and new
+       sessions get 409 world_deleting. A second DELETE while the lease (10 min) runs is 409
+       world_deleting; a lease left by a dead process, or a retryable mark, is taken over.
+    2. Without the world lock, every session goes through the full session delete
+       (sessions.services.session_delete: drain, SessionEnd once, media references). A failure
+       (409 session_lifecycle_busy, 503 session_busy ...) leaves the sessions already deleted
+       deleted and marks the world retryable (worldDeletion.state "failed"); the error is raised.
+    3. The package folder (user packages) is moved out of the load directory first, then the row
+       is deleted, then the moved folder. Returns {ok, id, deletedSessions}.
     """
+    import time
+
+    from sessions.services import session_delete
+
     view = _require(world_id)
     if view.source == wp.SOURCE_FILE and view.package is not None and view.package.source == wp.SOURCE_FILE:
         raise ApiError(403, CODE_WORLD_READ_ONLY, "Builtin worlds cannot be deleted")
+    now = time.time()
     with transaction.atomic():
         row, _ = World.objects.get_or_create(pk=world_id, defaults={"name": view.record["name"], "metadata": {
             "source": view.source}, "package": {}})
+        row = World.objects.select_for_update().get(pk=world_id)
+        mark = _deletion_mark(row)
+        if row.state == World.STATE_DELETING and mark.get("state") != "failed" and float(mark.get("leaseUntil") or 0) > now:
+            raise WorldDeleting(world_id)
         row.state = World.STATE_DELETING
-        row.save(update_fields=["state", "updated_at"])
+        row.metadata = {**(row.metadata or {}), "worldDeletion": {
+            "state": "deleting", "startedAt": now, "leaseUntil": now + WORLD_DELETE_LEASE_SECONDS,
+            "deletedSessions": int(mark.get("deletedSessions") or 0)}}
+        row.save(update_fields=["state", "metadata", "updated_at"])
     deleted = 0
-    for session_id in list(Session.objects.filter(world_id=world_id).values_list("id", flat=True)):
-        with transaction.atomic():
-            count, _ = Session.objects.filter(pk=session_id).delete()
-            deleted += 1 if count else 0
-    if view.package is not None and view.package.source in (wp.SOURCE_USER, wp.SOURCE_GENERATED):
-        trash = view.package.root.with_name(f".deleting-{world_id}-{uuid.uuid4().hex[:6]}")
-        view.package.root.rename(trash)
+    for session_id in list(Session.objects.filter(world_id=world_id).order_by("created_at").values_list("id", flat=True)):
+        try:
+            session_delete(session_id)
+        except Exception as exc:
+            if getattr(exc, "status", None) == 404 or type(exc).__name__ == "SessionNotFound":
+                continue  # deleted meanwhile
+            World.objects.filter(pk=world_id).update(metadata={**(World.objects.get(pk=world_id).metadata or {}), "worldDeletion": {
+                "state": "failed", "retryable": True, "startedAt": now, "leaseUntil": 0,
+                "deletedSessions": int(mark.get("deletedSessions") or 0) + deleted}})
+            raise
+        deleted += 1
+    package = view.package
+    if package is not None and package.source in (wp.SOURCE_USER, wp.SOURCE_GENERATED) and package.root.is_dir():
+        trash = package.root.with_name(f".deleting-{world_id}-{uuid.uuid4().hex[:6]}")
+        package.root.rename(trash)  # out of the load directory before the record goes
         World.objects.filter(pk=world_id).delete()
         shutil.rmtree(trash, ignore_errors=True)
     else:
         World.objects.filter(pk=world_id).delete()
     return {"ok": True, "id": world_id, "deletedSessions": deleted}
+
+
+def world_restore_package(*, world_id: str) -> dict[str, Any]:
+    """POST /api/worlds/:id/restore-package: the record follows the package files again.
+
+    The edited row (packageModified) is dropped, so the record is the package's (its digest, its
+    dimensions); source, storage and creation time are the package's as before. Sessions keep their
+    data; when the dimension definitions change, active sessions get world.dimensions.changed.
+    Errors: 404 world_not_found, 409 world_not_from_package, world_package_missing, world_deleting,
+    422 world_package_invalid (the edited record stays as it is).
+    """
+    view = _require(world_id)
+    if view.is_deleting:
+        raise WorldDeleting(world_id)
+    meta = view.record["metadata"]
+    from_package = view.package is not None or meta.get("packageManaged") or meta.get("source") in (
+        wp.SOURCE_FILE, wp.SOURCE_USER, wp.SOURCE_GENERATED)
+    if not from_package:
+        raise ApiError(409, "world_not_from_package", "This world does not come from a world package")
+    if view.package is None:
+        broken = selectors.world_package_broken(world_id)
+        if broken is not None:
+            raise ApiError(422, "world_package_invalid", "The world package does not load; the record is kept",
+                           {"diagnostics": selectors.package_errors(broken)})
+        raise ApiError(409, "world_package_missing", "The world directory has no package for this world")
+    before = meta.get("dimensions") or {}
+    with transaction.atomic():
+        row = World.objects.select_for_update().filter(pk=world_id).first()
+        if row is not None:
+            if row.state == World.STATE_DELETING:
+                raise WorldDeleting(world_id)
+            row.delete()  # the row held only the in-app edits
+    restored = selectors.world_get(world_id)
+    if (restored.record["metadata"].get("dimensions") or {}) != before:
+        world_dimensions_changed_notify(world_id, reason="package-restored")
+    return restored.record
 
 
 def world_dimensions_get(*, world_id: str) -> dict[str, Any]:
@@ -225,8 +301,19 @@ def world_plugin_plan(*, world_id: str, registry) -> dict[str, Any]:
         if key not in seen:
             seen.add(key)
             unique_missing.append(item)
+    from sessions.world_data_import import contract_sources_unreceived
+
+    unreceived = contract_sources_unreceived(view.record["metadata"], registry, None)
+    unreceived_ids = {u["sourceId"] for u in unreceived}
+    by_default = [{**u, "code": "receiver-not-selected", "message": f"no default plugin receives {u['contract']}; "
+                   f"source {u['sourceId']} is imported only when a receiving plugin is enabled"}
+                  for u in contract_sources_unreceived(view.record["metadata"], registry, default_ids)
+                  if u["sourceId"] not in unreceived_ids]
     return {
         "worldId": world_id,
+        # World data no installed plugin accepts (issue 21: reported, not dropped quietly).
+        "unmetRequirements": unreceived,
+        "diagnostics": [{"level": "warning", **u} for u in unreceived + by_default],
         "policy": {**({"preset": preset} if preset else {}), "plus": [p for p in plus if p in installed],
                    "requires": list(policy.get("requires") or [])},
         "packs": packs,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from django.conf import settings
 
+from tests.github_fake import github  # noqa: F401 - the fake GitHub fixture (GitHub install tests)
+
 HOW_TO_START = (
     "Start them with:\n"
     "  pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start\n"
@@ -39,6 +41,16 @@ def pytest_configure(config):
 def api(client):
     """The Django test client, for requests under /api/ (Host checks and middleware run)."""
     return client
+
+
+@pytest.fixture(autouse=True)
+def _inprocess_work_drained():
+    """In-process background tasks a test started (runtime jobs, index updates) finish before the
+    test's database is flushed: a task still writing would deadlock the flush's TRUNCATE."""
+    yield
+    from covel import inprocess
+
+    inprocess.wait_idle(timeout_seconds=20)
 
 
 @pytest.fixture(scope="session", autouse=True)

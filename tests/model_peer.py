@@ -24,7 +24,9 @@ The brain (``GameBrain``) recognises a runtime by the tools it is offered and an
 careful model following that runtime's prompt would: the story runtime writes prose naming the people
 and places the player meets; codex/affinity/character trackers record them on busy turns and call
 ``runtime-done`` (or an empty batch) on quiet ones; guide, world-time and the dimension tracker make
-their one call. Arguments are built from the offered JSON Schemas, so a tool whose schema the
+their one call; the catalogue's world-ir submits the people the story names as facts, npc-graph records
+the new ones (else ``runtime-done``) and story-events' planner submits an empty plan. Arguments are
+built from the offered JSON Schemas, so a tool whose schema the
 framework does not send (an enum left out, ids missing from the prompt) shows up as a failed call.
 
 Every request is kept in ``requests`` (headers and decoded body) for the tests to inspect.
@@ -282,7 +284,9 @@ class GameBrain:
             ("sync-codex-entries", self._codex), ("update-affinity", self._affinity), ("sync-characters", self._characters),
             ("generate-guide", self._guide), ("advance-world-time", self._world_time),
             ("update-dimensions", self._dimensions), ("create-character-form", self._player_form),
-            ("initialize-world", self._initialize_world),
+            ("initialize-world", self._initialize_world), ("submit-world-facts", self._world_facts),
+            ("upsert-npc-graph", self._npc_graph), ("plan-story-events", self._plan_events),
+            ("generate-scene-prompts", self._scene_prompts),
         ):
             if name in tools:
                 return handler(tools, system, user)
@@ -350,6 +354,25 @@ class GameBrain:
         calls.append(("sync-codex-entries", {"entries": entries}))
         return Reply(calls=calls)
 
+    # -- catalogue plugins (issue 20): the facts, the relationship graph and the hidden-event planner
+    def _world_facts(self, tools, system, user) -> Reply:
+        people = _cast_in(system + user)
+        summary = (f"The hero met {people[0][0]}." if people else "The hero waits.")
+        entities = [{"id": re.sub(r"[^a-z0-9]+", "-", p.lower()).strip("-"), "type": "character", "name": p} for p, _ in people]
+        return Reply(calls=[("submit-world-facts", {"schemaVersion": 1, "summary": summary, "entities": entities,
+                                                    "relations": [], "events": [], "statements": []})])
+
+    def _npc_graph(self, tools, system, user) -> Reply:
+        existing = _block(system, "existing-npcs")
+        new = [p for p, _ in _cast_in(system + user) if p not in existing]
+        if not new:
+            return Reply(calls=[("runtime-done", {"reason": "no new people"})])
+        return Reply(calls=[("upsert-npc-graph", {"nodes": [{"name": p, "type": "individual", "summary": f"{p} greets travellers."}
+                                                            for p in new[:8]]})])
+
+    def _plan_events(self, tools, system, user) -> Reply:
+        return Reply(calls=[("plan-story-events", {"events": [], "reason": "no open thread"})])
+
     def _affinity(self, tools, system, user) -> Reply:
         found = _cast_in(user)
         if not found:
@@ -400,6 +423,10 @@ class GameBrain:
                        {"text": f"Promise {who} that I will help", "kind": "social"}]
             args = {"scene": f"At {where}", "recap": f"You met {who} at {where}.", "decision": "Where do you go next?", "prompts": prompts}
         return Reply(calls=[("generate-guide", args)])
+
+    def _scene_prompts(self, tools, system, user) -> Reply:
+        """scene-prompts takes the guide's arguments (scene, recap, decision, 3-6 lines of two kinds or more)."""
+        return Reply(calls=[("generate-scene-prompts", self._guide(tools, system, user).calls[0][1])])
 
     def _world_time(self, tools, system, user) -> Reply:
         params = tools["advance-world-time"].get("parameters") or {}

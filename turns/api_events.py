@@ -68,7 +68,7 @@ async def stream_events(request):
     topics = event_stream.topics_parse(request.GET.get("topics"))
     raw_cursor = stream_cursor_choose(request.GET.get("lastEventId"), request.headers.get("Last-Event-ID"))
     start = await sync_to_async(event_stream.stream_start)(request, session_id, raw_cursor)
-    slot = event_stream.connection_registry.acquire(start.session_id)
+    slot = await sync_to_async(event_stream.connection_registry.acquire, thread_sensitive=False)(start.session_id)
     return event_stream.EventStreamResponse(start, topics, slot, request)
 
 

@@ -11,7 +11,7 @@ from django.http import HttpRequest
 from ninja import Router
 
 from covel.headers import provider_keys_from_request
-from covel.openapi import OWNER, SESSION_ERRORS, Wire, contract, errors_merge
+from covel.openapi import OWNER, SESSION_ERRORS, Nullable, Wire, contract, errors_merge
 from covel.taskqueue import TASK_MEMORY_INDEX_REBUILD, task_send
 from sessions.api_scope import session_scope
 from turns.api import _model_routing
@@ -29,7 +29,7 @@ class MemoryModelOut(Wire):
     provider: str
     model_name: str
     dim: Optional[int] = None
-    locked_at: Optional[str] = None
+    locked_at: Nullable[str] = None  # null: no recorded lock time (spec 004)
 
 
 class MemoryIndexProgressOut(Wire):
@@ -44,8 +44,8 @@ class MemoryIndexOut(Wire):
     """The session's memory index (spec 004 §GET /api/sessions/:id/memory-index)."""
 
     available: bool
-    locked: Optional[MemoryModelOut] = None
-    configured: Optional[MemoryModelOut] = None
+    locked: Nullable[MemoryModelOut] = None  # null until the session's first index (spec 004)
+    configured: Nullable[MemoryModelOut] = None  # null when no embedding model is configured
     stale: bool
     progress: Optional[MemoryIndexProgressOut] = None
 

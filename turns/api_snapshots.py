@@ -12,6 +12,7 @@ from ninja import Router
 from ninja.responses import Status
 
 from covel.errors import error_response
+from covel.jsonbody import unknown_fields_check
 from covel.openapi import BUSY_ERRORS, OWNER, SESSION_ERRORS, contract, errors_merge
 from turns import snapshots
 from sessions.api_scope import request_json, session_scope
@@ -44,10 +45,11 @@ def fork_scope(request: HttpRequest):
 
 @router.post("/sessions/{session_id}/snapshots", auth=session_scope, response={201: dict})
 @contract(ok=SnapshotOut, status=201, body=SnapshotIn, body_required=False, security=OWNER,
-          errors=errors_merge(SESSION_ERRORS, BUSY_ERRORS, {400: "invalid_request: label not a string of at most 256"}))
+          errors=errors_merge(SESSION_ERRORS, BUSY_ERRORS, {400: "invalid_json_body / invalid_request: unknown field (details.issues), label not a string of at most 256"}))
 def create_snapshot(request: HttpRequest, session_id: str):
     """Save the current state as a ``kind: manual`` snapshot; optional body ``{label}``. 201 SnapshotRecord."""
     data = request_json(request)
+    unknown_fields_check(data, SnapshotIn)
     snapshot = snapshots.snapshot_create(session_id, label=data.get("label", ""))
     return Status(201, snapshots.snapshot_out(snapshot))
 
@@ -85,8 +87,8 @@ def restore_snapshot(request: HttpRequest, session_id: str, snapshot_id: str):
 
 @router.post("/sessions/{session_id}/fork", auth=fork_scope, response={201: dict})
 @contract(ok=ForkOut, status=201, body=ForkIn, security=OWNER, errors=errors_merge(SESSION_ERRORS, BUSY_ERRORS, {
-    400: "invalid_request: fromSnapshotId is required", 401: "operator_token_required (demo/commercial: the owner "
-    "token alone cannot fork)", 404: "snapshot_not_found", 429: "rate_limit_exceeded (10 a minute per parent and "
+    400: "fromSnapshotId is required (no code, spec 004) / invalid_json_body / invalid_request (unknown field)", 401: "operator_token_required (demo/commercial: the owner "
+    "token alone cannot fork)", 404: "not_found: no such snapshot in this session (spec 004)", 429: "rate_limit_exceeded (10 a minute per parent and "
     "client address; Retry-After)"}))
 def fork_session(request: HttpRequest, session_id: str):
     """Body ``{fromSnapshotId}`` (400 when missing). 201 ``{sessionId, parentSessionId, fromSnapshotId,
@@ -99,7 +101,9 @@ def fork_session(request: HttpRequest, session_id: str):
         response = error_response(exc.status, exc.message, exc.code, exc.details)
         response["Retry-After"] = str(exc.retry_after_seconds)
         return response
-    from_snapshot_id = request_json(request).get("fromSnapshotId")
+    data = request_json(request)
+    unknown_fields_check(data, ForkIn)
+    from_snapshot_id = data.get("fromSnapshotId")
     if not isinstance(from_snapshot_id, str) or not from_snapshot_id:
         raise InvalidRequest(message="fromSnapshotId is required")
     result = snapshots.session_fork(session_id, from_snapshot_id=from_snapshot_id)

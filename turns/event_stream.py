@@ -33,6 +33,7 @@ import functools
 import itertools
 import json
 import logging
+import os
 import threading
 import time
 import weakref
@@ -40,7 +41,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import AsyncIterator, NamedTuple
+from typing import Any, AsyncIterator, NamedTuple
 
 from asgiref.sync import ThreadSensitiveContext
 from django.conf import settings
@@ -106,25 +107,27 @@ class RateLimitExceeded(ApiError):
 
 
 # ---------------------------------------------------------------------------------------------
-# Limits (per web process; see README "Event fan-out")
+# Limits: counted per deployment in Redis when hosted, per process when embedded (README "Event fan-out")
 
 
 class ConnectionSlot:
     """One counted open stream; ``release()`` is idempotent and thread-safe."""
 
-    def __init__(self, registry: "ConnectionRegistry", session_id: str) -> None:
+    def __init__(self, registry: "ConnectionRegistry", session_id: str, member: str = "") -> None:
         self._registry = registry
         self.session_id = session_id
+        self.member = member
         self._released = False
 
     def release(self) -> None:
         if not self._released:
             self._released = True
-            self._registry._release(self.session_id)
+            self._registry._release(self.session_id, self.member)
 
 
 class ConnectionRegistry:
-    """Counts open event streams of this process, globally and per session."""
+    """Counts open event streams of this process, globally and per session (the embedded shape's
+    caps, and the local view a hosted process keeps beside the deployment's counts)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -140,8 +143,7 @@ class ConnectionRegistry:
             count = self._per_session.get(session_id, 0)
             if count >= settings.COVEL_SSE_MAX_CONNECTIONS_PER_SESSION:
                 raise ConnectionLimitExceeded(message="Too many event stream connections for this session")
-            self._per_session[session_id] = count + 1
-            self._total += 1
+            self._count_locked(session_id)
         return ConnectionSlot(self, session_id)
 
     def count(self, session_id: str | None = None) -> int:
@@ -149,7 +151,11 @@ class ConnectionRegistry:
         with self._lock:
             return self._total if session_id is None else self._per_session.get(session_id, 0)
 
-    def _release(self, session_id: str) -> None:
+    def _count_locked(self, session_id: str) -> None:
+        self._per_session[session_id] = self._per_session.get(session_id, 0) + 1
+        self._total += 1
+
+    def _release(self, session_id: str, member: str = "") -> None:
         with self._lock:
             count = self._per_session.get(session_id, 0) - 1
             if count > 0:
@@ -157,6 +163,159 @@ class ConnectionRegistry:
             else:
                 self._per_session.pop(session_id, None)
             self._total = max(0, self._total - 1)
+
+
+# Two sorted sets per deployment (member = one open stream, score = its lease's expiry in Redis
+# time): every stream and each session's streams. Acquire drops expired leases and checks both caps
+# in one script, so two processes can never both take the last slot. The hash tag keeps the keys in
+# one slot for a Redis Cluster. Hand-rolled because no library we use counts leased members across
+# processes (redis-py gives the script runner; the lease rule is ours: a process that dies without
+# releasing frees its slots when their leases run out).
+_ACQUIRE_LUA = """
+local now = redis.call('TIME')
+local t = tonumber(now[1]) + tonumber(now[2]) / 1000000
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', t)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', t)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 1 end
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) then return 2 end
+local expiry = t + tonumber(ARGV[4])
+redis.call('ZADD', KEYS[1], expiry, ARGV[1])
+redis.call('ZADD', KEYS[2], expiry, ARGV[1])
+redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[4]) * 2))
+redis.call('EXPIRE', KEYS[2], math.ceil(tonumber(ARGV[4]) * 2))
+return 0
+"""
+_RENEW_LUA = """
+local now = redis.call('TIME')
+local expiry = tonumber(now[1]) + tonumber(now[2]) / 1000000 + tonumber(ARGV[1])
+for i = 2, #ARGV do
+  redis.call('ZADD', KEYS[1], 'XX', expiry, ARGV[i])
+  redis.call('ZADD', KEYS[2], 'XX', expiry, ARGV[i])
+end
+redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[1]) * 2))
+redis.call('EXPIRE', KEYS[2], math.ceil(tonumber(ARGV[1]) * 2))
+return 0
+"""
+
+
+class DeploymentConnectionRegistry(ConnectionRegistry):
+    """The hosted shape's caps: open streams counted across every web process in Redis.
+
+    Each slot is a leased member (``COVEL_SSE_SLOT_LEASE_SECONDS``, renewed every third of it by
+    one keeper thread per process), so the slots of a process that crashed free themselves. When
+    Redis cannot be reached the process falls back to its own counts (logged): a cap must not turn
+    a Redis outage into refused streams.
+    """
+
+    _ALL = "covel:sse:{conn}:all"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._members: dict[str, dict[str, None]] = {}  # session id -> its open members (here)
+        self._scripts: dict[str, Any] = {}
+        self._keeper: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._gone: list[tuple[str, str]] = []  # released (session id, member) to remove in Redis
+
+    @staticmethod
+    def _session_key(session_id: str) -> str:
+        return f"covel:sse:{{conn}}:s:{session_id}"
+
+    def _script(self, name: str, source: str):
+        script = self._scripts.get(name)
+        if script is None:
+            from covel.ratelimit import redis_client
+
+            script = self._scripts[name] = redis_client().register_script(source)
+        return script
+
+    def acquire(self, session_id: str) -> ConnectionSlot:
+        """Count a new stream in the deployment (Redis); same errors as ConnectionRegistry.acquire.
+        Blocking (one Redis round trip): call it off the event loop."""
+        import uuid
+
+        member = f"{os.getpid()}:{uuid.uuid4().hex}"
+        try:
+            verdict = int(self._script("acquire", _ACQUIRE_LUA)(
+                keys=[self._ALL, self._session_key(session_id)],
+                args=[member, settings.COVEL_SSE_MAX_CONNECTIONS, settings.COVEL_SSE_MAX_CONNECTIONS_PER_SESSION,
+                      settings.COVEL_SSE_SLOT_LEASE_SECONDS]))
+        except Exception as exc:  # Redis outage: count in this process only
+            logger.warning("stream connection caps fall back to this process (Redis: %s)", exc)
+            return super().acquire(session_id)
+        if verdict == 1:
+            raise GlobalConnectionLimitExceeded(message="Too many event stream connections")
+        if verdict == 2:
+            raise ConnectionLimitExceeded(message="Too many event stream connections for this session")
+        with self._lock:
+            self._count_locked(session_id)
+            self._members.setdefault(session_id, {})[member] = None
+            self._keeper_start_locked()
+        return ConnectionSlot(self, session_id, member)
+
+    def _release(self, session_id: str, member: str = "") -> None:
+        super()._release(session_id, member)
+        if not member:
+            return
+        with self._lock:
+            members = self._members.get(session_id, {})
+            members.pop(member, None)
+            if not members:
+                self._members.pop(session_id, None)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # a plain thread: give the slot back now
+            try:
+                from covel.ratelimit import redis_client
+
+                pipe = redis_client().pipeline(transaction=False)
+                pipe.zrem(self._ALL, member)
+                pipe.zrem(self._session_key(session_id), member)
+                pipe.execute()
+                return
+            except Exception as exc:  # left to the keeper (or to the lease)
+                logger.warning("could not release a stream slot in Redis: %s", exc)
+        with self._lock:
+            self._gone.append((session_id, member))
+            self._keeper_start_locked()
+        self._wake.set()  # on the event loop: the keeper removes it (no blocking call here)
+
+    def _keeper_start_locked(self) -> None:
+        if self._keeper is None or not self._keeper.is_alive():
+            self._keeper = threading.Thread(target=self._keep, name="covel-sse-slots", daemon=True)
+            self._keeper.start()
+
+    def _keep(self) -> None:
+        lease = settings.COVEL_SSE_SLOT_LEASE_SECONDS
+        while True:
+            self._wake.wait(max(0.5, lease / 3))
+            self._wake.clear()
+            with self._lock:
+                gone, self._gone = self._gone, []
+                held = {sid: list(m) for sid, m in self._members.items()}
+            try:
+                from covel.ratelimit import redis_client
+
+                if gone:
+                    pipe = redis_client().pipeline(transaction=False)
+                    for session_id, member in gone:
+                        pipe.zrem(self._ALL, member)
+                        pipe.zrem(self._session_key(session_id), member)
+                    pipe.execute()
+                renew = self._script("renew", _RENEW_LUA)
+                for session_id, members in held.items():
+                    renew(keys=[self._ALL, self._session_key(session_id)], args=[lease, *members])
+            except Exception as exc:  # retried on the next round; leases outlive one missed renewal
+                logger.warning("could not renew or release stream slots in Redis: %s", exc)
+                with self._lock:
+                    self._gone = gone + self._gone
+
+
+def connection_registry_for_shape() -> ConnectionRegistry:
+    """The registry this process uses: per deployment (Redis) when hosted, else per process."""
+    if settings.STORE_BACKEND == "pg" and settings.REDIS_URL:
+        return DeploymentConnectionRegistry()
+    return ConnectionRegistry()
 
 
 class RateLimiter:
@@ -192,7 +351,7 @@ class RateLimiter:
                 del self._buckets[address]
 
 
-connection_registry = ConnectionRegistry()
+connection_registry = connection_registry_for_shape()
 rate_limiter = RateLimiter()
 
 
@@ -415,9 +574,20 @@ class _Feed:
             except RuntimeError:  # loop closed
                 pass
 
-        self._unsubscribe = eventbus.subscribe(f"session:{self.session_id}", on_message)
-        # Catch whatever committed between the connect-time read and the subscription.
-        self.refresh()
+        def on_live() -> None:  # the subscription is live (bus thread; inline when it already was)
+            try:
+                loop.call_soon_threadsafe(self._on_live)
+            except RuntimeError:  # loop closed
+                pass
+
+        # Hosted, Redis confirms a new channel's SUBSCRIBE asynchronously (the loop must not wait):
+        # the first read runs once it is live.
+        self._unsubscribe = eventbus.subscribe(f"session:{self.session_id}", on_message, ready=on_live)
+
+    def _on_live(self) -> None:
+        # Catch whatever committed between the connect-time read and the subscription going live.
+        if self._unsubscribe is not None:
+            self.refresh()
 
     def stop(self) -> None:
         if self._unsubscribe is not None:

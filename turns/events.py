@@ -18,6 +18,8 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Max, Min
 
+from turns.event_types import event_type_check
+
 logger = logging.getLogger("covel.events")
 
 # SubscriptionTopic (spec 004 §SSE 协议; the closed set `topics=` accepts).
@@ -99,6 +101,7 @@ def session_events_append(session_id: str, events: list[NewEvent], *, trace_id: 
     for event in events:
         if event.topic not in TOPICS:
             raise ValueError(f"unknown event topic {event.topic!r} (one of {', '.join(TOPICS)})")
+        event_type_check(event.type)
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("session_events_append must be called inside transaction.atomic()")
     rows, last_seq = _append_rows(session_id, events)

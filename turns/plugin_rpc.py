@@ -622,6 +622,16 @@ def _subagent_gate(session: Session, registry, payload: Any) -> None:
             approvals.code_gate(session, record, ids, payload=payload)
 
 
+def _retry_logical_turn(session: Session, turn_id: str) -> int | None:
+    """The logical turn of the recorded turn ``turn_id`` (a retry runs with its source's turn number,
+    e.g. so the dimension tracker settles that source's receipt; spec 004 §维度编辑与待结算恢复)."""
+    from turns.engine.retry import logical_turn_of
+    from turns.models import TurnResult
+
+    row = TurnResult.objects.filter(session_id=session.pk, turn_id=turn_id).first()
+    return logical_turn_of(row, session.completed_player_turns) if row is not None else None
+
+
 def _retry_inputs(session: Session, runtime, turn_id: str) -> dict[str, Any]:
     """io.inputs of ``runtime`` resolved from the stored results of the committed turn ``turn_id``."""
     from turns.engine.retry import turn_results_load
@@ -665,6 +675,7 @@ def _runtime(session: Session, request: RpcRequest, registry, provider_keys, plu
     _record, runtime = admit(session)
     retry_from = request.get("retryFromTurnId")
     inputs = _retry_inputs(session, runtime, retry_from) if retry_from else {}
+    logical_turn = _retry_logical_turn(session, retry_from) if retry_from else None
     follower = bool(request.get("expectsBackgroundFollower"))
     with _lock(session.pk):
         session = _session_reload(session)
@@ -674,18 +685,18 @@ def _runtime(session: Session, request: RpcRequest, registry, provider_keys, plu
                                          phase=PHASE_PROMPT if follower and not runtime.is_background else None,
                                          user_settings=plugin_settings.get(record.id) or {})
         return _runtime_sync(session, runtime, payload, inputs=inputs, provider_keys=provider_keys,
-                             plugin_settings=plugin_settings)
+                             plugin_settings=plugin_settings, logical_turn=logical_turn)
 
 
 def _runtime_sync(session: Session, runtime, payload: Any, *, inputs, provider_keys,
-                  plugin_settings) -> tuple[int, dict[str, Any]]:
+                  plugin_settings, logical_turn: int | None = None) -> tuple[int, dict[str, Any]]:
     from turns.engine.manual import manual_runtime_run
     from turns.engine.run import RuntimeJobRejected
 
     try:
         outcome = manual_runtime_run(session.pk, runtime.id, manual_payload=payload, inputs=inputs,
                                      provider_keys=provider_keys, plugin_settings=plugin_settings,
-                                     code_grants=code_grant_checker(session.pk))
+                                     code_grants=code_grant_checker(session.pk), logical_turn=logical_turn)
     except RuntimeJobRejected as exc:
         raise E.PluginRpcError(E.RPC_RUNTIME_NOT_ACTIVE, exc.message) from None
     result = outcome.result
@@ -694,6 +705,9 @@ def _runtime_sync(session: Session, runtime, payload: Any, *, inputs, provider_k
                             "durationMs": result.duration_ms, "output": None if runtime.is_concealed else result.output}
     if result.error:
         item["error"] = result.error
+    if not outcome.committed and E.RPC_DIMENSION_VERSION_CONFLICT in str((outcome.error or {}).get("message")):
+        raise E.PluginRpcError(E.RPC_DIMENSION_VERSION_CONFLICT, "A dimension changed before the edit could be saved; "
+                               "read GET /api/sessions/:id/view again", {"currentVersions": _dimension_versions(session.pk)})
     if not outcome.committed:
         raise E.PluginRpcError(E.RPC_TURN_COMMIT_FAILED, "The runtime's proposals could not be committed",
                                {"turnId": outcome.turn_id, "runtimeResults": [item], "error": outcome.error})
@@ -701,6 +715,13 @@ def _runtime_sync(session: Session, runtime, payload: Any, *, inputs, provider_k
     if outcome.deferred_jobs:
         out["deferredJobs"] = outcome.deferred_jobs  # background followers its events queued
     return 200, out
+
+
+def _dimension_versions(session_id: str) -> dict[str, int]:
+    """{dimension id: committed version} of the session (the 409 dimension-version-conflict details)."""
+    from sessions.models import DimensionValue
+
+    return dict(DimensionValue.objects.filter(session_id=session_id).values_list("dimension_id", "version"))
 
 
 def _jobs_stage(session: Session, specs: list[dict[str, Any]]) -> None:
@@ -739,17 +760,13 @@ def _runtime_enqueue(session: Session, record, runtime, payload: Any, *, inputs,
 
 
 def _event_schema(record, declaration: dict[str, Any]) -> dict[str, Any] | None:
-    schema = declaration.get("schema")
-    if isinstance(schema, str):
-        from plugins_app.manifests import package_path_resolve
+    # The one loader the engine's event directory uses too (inline object or package .json file).
+    from plugins_app.manifest_files import event_schema_load
 
-        path = package_path_resolve(record.manifest.root, schema)
-        try:
-            schema = json.loads(path.read_text(encoding="utf-8")) if path is not None else None
-        except (OSError, ValueError):
-            logger.warning("plugin %s: event schema %s is unreadable", record.id, declaration.get("schema"))
-            schema = None
-    return schema if isinstance(schema, dict) else None
+    schema, problem = event_schema_load(record.manifest.root, declaration)
+    if problem is not None:
+        logger.warning("plugin %s: event schema %s is unusable: %s", record.id, declaration.get("schema"), problem)
+    return schema
 
 
 def _event(session: Session, request: RpcRequest, registry) -> tuple[int, dict[str, Any]]:

@@ -199,7 +199,11 @@ class ViewOut(Wire):
     event_cursor: str = Field(description="`<epoch>:<seq>` to follow /api/events/stream from")
     submitted_interactions: list[dict[str, Any]]
     dimensions: dict[str, Any]
-    dimension_settlements: list[Any]
+    dimension_provider_plugin_id: str | None = Field(None, description="The bound world.dimensions@1 provider, when any")
+    dimension_recovery: dict[str, Any] | None = Field(
+        None, description="{editorRuntimeId, trackerRuntimeId}; absent while the provider is not running")
+    dimension_settlements: list[Any] = Field(
+        description="Receipt summaries {source: {resultId, turnNumber}, status, sourceTurnId, version, error?}")
 
 
 class TraceEventOut(Wire):

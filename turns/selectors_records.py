@@ -55,6 +55,9 @@ def _diagnostic(event: TraceEvent) -> dict[str, Any]:
     if error:
         severity = "error"
         out["error"] = error if isinstance(error, dict) else {"message": str(error)}
+    elif isinstance(payload.get("warning"), dict):  # runtime.warning notices (turns.engine.trace.RUNTIME_WARNING)
+        severity = "warning"
+        out["warning"] = payload["warning"]
     elif isinstance(payload.get("durationMs"), (int, float)) and payload["durationMs"] >= SLOW_MS:
         severity = "warning"
         out["warning"] = {"code": "slow", "thresholdMs": SLOW_MS}

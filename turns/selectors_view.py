@@ -14,8 +14,10 @@ from sessions.selectors import (
     VIEW_MESSAGES, VIEW_TRACE_EVENTS, characters_list, dimensions_public, event_cursor, messages_page, runnable_plugins,
     session_out,
 )
+from turns.engine import settlements as S
 from turns.models import InteractionRecord, TraceEvent
 from turns.selectors_records import trace_event_out
+
 
 
 def session_view(session: Session, registry) -> dict[str, Any]:
@@ -51,8 +53,36 @@ def session_view(session: Session, registry) -> dict[str, Any]:
         "eventCursor": cursor,
         "submittedInteractions": submitted,
         "dimensions": dimensions_public(fresh),
-        "dimensionSettlements": [],
+        **dimension_provider_view(fresh, registry, runnable),
     }
+
+
+def dimension_provider_view(session: Session, registry, runnable: list[str]) -> dict[str, Any]:
+    """The view's ``dimensionProviderPluginId`` (the provider bound in the session's metadata, else
+    the first active plugin providing world.dimensions@1), ``dimensionRecovery`` ``{editorRuntimeId,
+    trackerRuntimeId}`` (only when that provider runs and has both runtimes) and
+    ``dimensionSettlements`` (its receipts' public summaries, by source turn number; see
+    turns.engine.settlements). A provider bound but not running keeps its id and receipts and
+    loses dimensionRecovery (the dimensions are paused)."""
+    from plugins_app.models import PluginData
+
+    provider = S.provider_plugin_id(session.active_plugins, registry,
+                                     bound=(session.metadata or {}).get("dimensionProviderPluginId"))
+    running = provider is not None and provider in runnable
+    out: dict[str, Any] = {"dimensionSettlements": []}
+    if provider is None:
+        return out
+    out["dimensionProviderPluginId"] = provider
+    if running:
+        ids = {r.id for r in registry.get(provider).manifest.runtimes}
+        editor, tracker = f"{provider}/{S.EDITOR_RUNTIME}", f"{provider}/{S.TRACKER_RUNTIME}"
+        if editor in ids and tracker in ids:
+            out["dimensionRecovery"] = {"editorRuntimeId": editor, "trackerRuntimeId": tracker}
+    rows = PluginData.objects.filter(session=session, plugin_id=provider, namespace=S.SETTLEMENTS_NAMESPACE).order_by("id")
+    summaries = [s for s in (S.receipt_summary(r.value) for r in rows) if s is not None]
+    summaries.sort(key=lambda s: (s["source"]["turnNumber"] if isinstance(s["source"]["turnNumber"], int) else 0))
+    out["dimensionSettlements"] = summaries
+    return out
 
 
 # llm.calling carries the whole prompt of every model call — about 85% of a view's bytes in the

@@ -56,6 +56,7 @@ from turns.models import Execution, ExecutionFrame
 from turns.schemas import PAYLOAD_MODELS, ActionRequestIn
 from covel.times import wire_timestamp
 from turns.sse import ExecutionSink
+from turns.engine.ports import runtime_jobs_settle_wait as settle_wait
 
 logger = logging.getLogger("covel.turns")
 
@@ -612,6 +613,8 @@ def _execution_run_claimed(execution_id: str, execution_control: "control.Execut
         try:
             if workers.worker_shutdown_requested(hostname) and not execution_control.is_aborted:
                 return _execution_requeue(execution, request_context)
+            # The settle barrier comes before the lock: the jobs it waits for commit under that lock.
+            settle_wait(str(execution.session_id))
             waited = time.monotonic()
             with locks.session_lock(execution.session_id):
                 metrics.turn_stage_observe("lock", time.monotonic() - waited)

@@ -42,6 +42,7 @@ from django.db import IntegrityError, connection, transaction
 
 from covel.times import wire_timestamp
 from covel import eventbus, metrics
+from turns.event_types import event_type_check
 
 logger = logging.getLogger("covel.turns.sse")
 
@@ -146,6 +147,7 @@ class ExecutionSink:
     def _emit(self, type: str, payload: dict[str, Any], *, turn_id: str | None, ephemeral: bool, is_final: bool) -> None:
         from turns.models import ExecutionFrame
 
+        event_type_check(type)
         turn = turn_id if turn_id is not None else self.turn_id
         stamp = wire_timestamp()
         with self._lock:

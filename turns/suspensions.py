@@ -12,10 +12,15 @@ The engine saves suspensions with the turn that made them (turns.engine.suspend)
   its commit. 200 ``{result: {status, runtimeId, pluginId, suspensionId, output}, events}``;
   500 ``Resume failed: <reason>`` or ``Resume commit failed: <reason>. ...`` release the claim.
 - ``suspension_abandon(session, suspension_id)``: deletes the row; when it was the last one its
-  logical turn waited on, the turn counts (spec 004 §挂起与回合计数).
+  logical turn waited on, the turn counts and the detached jobs it held are queued (spec 004
+  §挂起与回合计数); its ctx.progress job ends ``cancelled``; a setup runtime's attempt counts as
+  failed. Expiry (the sweep) and suspension_outdated void a row the same way
+  (turns.engine.suspend.abandon_in_transaction).
 - ``suspensions_sweep()``: at most every COVEL_SUSPENSION_SWEEP_SECONDS, abandons expired rows and
   releases ``resuming`` claims older than the longest resume (a process that died mid-resume).
-  Runs before the list and resume routes and at start-up; a failure never fails the request.
+  Runs before the list and resume routes (a new process sweeps on its first such request); a
+  failure never fails the request. When an embedded (single-process) server starts, every claim
+  is released at once (``suspension_claims_release_all``): no other process can be resuming.
 """
 from __future__ import annotations
 
@@ -254,3 +259,17 @@ def suspensions_sweep(*, force: bool = False) -> int:
     except Exception:
         logger.warning("suspension sweep failed", exc_info=True)
     return changed
+
+
+def suspension_claims_release_all() -> int:
+    """Give back every ``resuming`` claim (spec 004: claims are released when the service starts).
+    Only for the embedded shape, where this process is the only one that could hold a claim; a
+    hosted process leaves them to the age rule of suspensions_sweep. Returns how many were released."""
+    from turns.models import Suspension
+
+    if settings.STORE_BACKEND == "pg":
+        return 0
+    released = Suspension.objects.filter(status=STATUS_RESUMING).update(status=STATUS_PENDING, resolved_at=None)
+    if released:
+        logger.info("released %d suspension claim(s) left by the previous run", released)
+    return released

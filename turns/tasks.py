@@ -34,6 +34,14 @@ def run_execution(self, execution_id: str) -> str | None:
     return status
 
 
+@shared_task(name="turns.release_suspension_claims", ignore_result=True)
+def release_suspension_claims() -> None:
+    """Embedded start-up: give back the resume claims a killed previous run left (turns.suspensions)."""
+    from turns.suspensions import suspension_claims_release_all
+
+    suspension_claims_release_all()
+
+
 @shared_task(name="turns.reap_executions", ignore_result=True)
 def reap_executions() -> int:
     """Mark executions whose worker died as interrupted (run periodically by beat)."""

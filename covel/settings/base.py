@@ -58,6 +58,9 @@ COVEL_PORT = env_int("PORT", env_int("SERVER_PORT", 3001, minimum=1, maximum=655
 # open GET /api/events/stream responses (429 connection_limit_exceeded / global_connection_limit_exceeded).
 COVEL_SSE_MAX_CONNECTIONS_PER_SESSION = env_int("COVEL_SSE_MAX_CONNECTIONS_PER_SESSION", 16, minimum=1)
 COVEL_SSE_MAX_CONNECTIONS = env_int("COVEL_SSE_MAX_CONNECTIONS", 2000, minimum=1)
+# Hosted: each open stream holds a slot lease in Redis this long, renewed every third of it, so the
+# slots of a web process that died free themselves (turns.event_stream.DeploymentConnectionRegistry).
+COVEL_SSE_SLOT_LEASE_SECONDS = env_int("COVEL_SSE_SLOT_LEASE_SECONDS", 60, minimum=2)
 COVEL_SSE_KEEPALIVE_SECONDS = env_int("COVEL_SSE_KEEPALIVE_SECONDS", 15, minimum=1)
 COVEL_SSE_HEARTBEAT_SECONDS = env_int("COVEL_SSE_HEARTBEAT_SECONDS", 30, minimum=1)
 # How long an event stream or action stream keeps waiting (with keep-alives) while its database
@@ -337,6 +340,11 @@ NINJA_PAGINATION_PER_PAGE = 50
 # `{kind: "path"}` validation may read from (comma-separated).
 COVEL_INSTALL_API_ENABLED = env_bool("COVEL_INSTALL_API_ENABLED", True)
 COVEL_PACKAGE_ROOTS = env_list("COVEL_PACKAGE_ROOTS")
+# GitHub installs (spec 004 插件与世界安装: GitHub 链接): where the API and the source archives are
+# fetched (tests point both at a local fake), and the per-request read timeout / answer deadline.
+COVEL_GITHUB_API_URL = env_str("COVEL_GITHUB_API_URL") or "https://api.github.com"
+COVEL_GITHUB_ARCHIVE_URL = env_str("COVEL_GITHUB_ARCHIVE_URL") or "https://codeload.github.com"
+COVEL_GITHUB_TIMEOUT_SECONDS = env_int("COVEL_GITHUB_TIMEOUT_SECONDS", 30, minimum=1, maximum=300)
 
 # Server settings fixed by the operator (spec 004 "Server settings"): when set, they win over the
 # value saved through PUT /api/config/server-settings. Trace retention in days (0 keeps all);

@@ -23,5 +23,7 @@ COVEL_SESSION_LOCK_TIMEOUT_SECONDS = 5
 COVEL_ALLOWED_HOSTS = ["testserver"]
 # No background timers in the test process: tests run reapers and re-senders themselves.
 COVEL_INPROCESS_TIMERS = False
+# Every emitted event type must be a spec CovelEventType or a documented addition (turns.engine.trace).
+COVEL_STRICT_EVENT_TYPES = os.environ.get("COVEL_STRICT_EVENT_TYPES", "1") != "0"
 # Tests never reach outside this machine: a refresh without its own local source fails at once.
 COVEL_MODEL_DB_URL = "http://127.0.0.1:9/model_prices_and_context_window.json"

@@ -11,7 +11,15 @@ _home_owner = os.getpid()
 atexit.register(lambda: os.getpid() == _home_owner and shutil.rmtree(_home, ignore_errors=True))
 os.environ["COVEL_HOME"] = str(_home)
 os.environ["DATABASE_URL"] = os.environ.get("TEST_DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/covel"
-os.environ["REDIS_URL"] = os.environ.get("TEST_REDIS_URL") or "redis://127.0.0.1:6379/15"
+_redis_url = os.environ.get("TEST_REDIS_URL") or "redis://127.0.0.1:6379/15"
+# Under pytest-xdist each worker process counts down from TEST_REDIS_URL's db number (gw0: 15,
+# gw1: 14, ...), so rate-limit counters and stream slots of one worker never meet another's.
+_xdist = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _xdist.startswith("gw") and _xdist[2:].isdigit():
+    _base, _, _number = _redis_url.rpartition("/")
+    if _number.isdigit():
+        _redis_url = f"{_base}/{max(0, int(_number) - int(_xdist[2:]))}"
+os.environ["REDIS_URL"] = _redis_url
 os.environ.setdefault("COVEL_JSON_LOGS", "0")
 
 from .hosted import *  # noqa: E402,F401,F403
@@ -33,5 +41,7 @@ COVEL_ALLOWED_HOSTS = ["testserver"]
 DATABASES["default"]["TEST"] = {"NAME": f"test_covel_{os.getpid()}"}
 # No background timers in the test process: tests run reapers and re-senders themselves.
 COVEL_INPROCESS_TIMERS = False
+# Every emitted event type must be a spec CovelEventType or a documented addition (turns.engine.trace).
+COVEL_STRICT_EVENT_TYPES = os.environ.get("COVEL_STRICT_EVENT_TYPES", "1") != "0"
 # Tests never reach outside this machine: a refresh without its own local source fails at once.
 COVEL_MODEL_DB_URL = "http://127.0.0.1:9/model_prices_and_context_window.json"

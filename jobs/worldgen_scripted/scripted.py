@@ -41,8 +41,38 @@ def _name(concept: str, zh: bool) -> str:
     return " ".join(w[:1].upper() + w[1:] for w in words) or "Nameless Land"
 
 
-def _manifest(concept: str, locale: str) -> dict[str, Any]:
+def _opening_kit(concept: str, zh: bool) -> dict[str, Any]:
+    """Two numeric starting resources and the startingConditions dimension, from the concept."""
+    place = _name(concept, zh)
+    return {
+        "supplies": {"name": "补给" if zh else "Supplies", "schema": {"type": "integer", "minimum": 0, "maximum": 20},
+                     "initialValue": 6, "updateRule": "每段旅程消耗一份。" if zh else "One is used up per leg of a journey."},
+        "coin": {"name": "钱币" if zh else "Coin", "schema": {"type": "integer", "minimum": 0},
+                 "initialValue": 12, "updateRule": "买卖时增减。" if zh else "Changes when something is bought or sold."},
+        "startingConditions": {
+            "name": "开局" if zh else "Opening",
+            "schema": {"type": "object", "properties": {"openingScenario": {"type": "string"},
+                                                         "startingLocation": {"type": "string"},
+                                                         "openingChoices": {"type": "array", "items": {"type": "string"}}}},
+            "initialValue": {
+                "openingScenario": f"你刚抵达{place}，城门正要关闭。" if zh else f"You arrive at {place} as the gate is closing.",
+                "startingLocation": "城门" if zh else "The gate",
+                "openingChoices": (["赶在关门前进城", "在城外扎营", "去找守门人求情"] if zh else
+                                   ["Slip in before the gate shuts", "Camp outside the walls", "Plead with the gatekeeper"]),
+            },
+        },
+    }
+
+
+def _manifest(concept: str, locale: str, *, opening_kit: bool = False) -> dict[str, Any]:
     zh = _zh(locale)
+    manifest = _manifest_base(concept, locale, zh)
+    if opening_kit:
+        manifest["dimensions"].update(_opening_kit(concept, zh))
+    return manifest
+
+
+def _manifest_base(concept: str, locale: str, zh: bool) -> dict[str, Any]:
     return {
         "id": _world_id(concept),
         "name": _name(concept, zh),
@@ -120,6 +150,22 @@ def _rules(zh: bool) -> list[dict[str, Any]]:
     return [{"id": i, "title": t, "content": c} for i, t, c in rows]
 
 
+def _revision(instruction: str, current: dict[str, Any], zh: bool) -> str:
+    """A revision answer derived from the instruction: one new character who embodies it (the
+    other sections UNCHANGED), and the instruction noted in the summary."""
+    taken = {c.get("id") for c in current.get("characters") or [] if isinstance(c, dict)}
+    cid = f"npc-revision-{_digest(instruction)[:6]}"
+    while cid in taken:
+        cid += "x"
+    character = {"id": cid, "name": ("新角色" if zh else "The Newcomer") + f" {_digest(instruction)[:4]}", "type": "npc",
+                 "description": (f"按修改要求加入：{instruction}" if zh else f"Added for the request: {instruction}")[:400]}
+    summary = str((current.get("manifest") or {}).get("summary") or "").strip()
+    note = (f"（修订：{instruction}）" if zh else f" (Revised: {instruction})")[:300]
+    return ("=== WORLD_YAML ===\n" + yaml.safe_dump({"summary": summary + note}, allow_unicode=True, sort_keys=False)
+            + "=== WORLD_MD ===\nUNCHANGED\n=== WORLD_PACKAGE_YAML ===\n"
+            + yaml.safe_dump({"characters": [character]}, allow_unicode=True, sort_keys=False))
+
+
 def respond(turn: dict[str, Any]) -> dict[str, Any] | None:
     job = turn.get("worldgen")
     if not isinstance(job, dict):
@@ -130,8 +176,15 @@ def respond(turn: dict[str, Any]) -> dict[str, Any] | None:
     zh = _zh(locale)
     accepted = job.get("accepted") or {}
     name = (accepted.get("manifest") or {}).get("name") or _name(concept, zh)
+    if part == "translate":
+        # A recognisable draft: every text tagged with the target locale, placeholders kept.
+        texts = job.get("texts") or {}
+        return {"text": json.dumps({k: f"[{locale}] {v}" for k, v in texts.items()}, ensure_ascii=False)}
+    if part == "revision":
+        return {"text": _revision(str(job.get("instruction") or ""), job.get("current") or {}, zh)}
     if part == "manifest":
-        return {"text": yaml.safe_dump(_manifest(concept, locale), allow_unicode=True, sort_keys=False)}
+        kit = "opening-kit" in ((job.get("brief") or {}).get("content") or [])
+        return {"text": yaml.safe_dump(_manifest(concept, locale, opening_kit=kit), allow_unicode=True, sort_keys=False)}
     if part == "lore":
         return {"text": _lore(concept, name, zh)}
     if part == "characters":

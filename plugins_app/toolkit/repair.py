@@ -189,8 +189,11 @@ def _rule_unclosed_element(text: str) -> str | None:
 
 
 def _rule_stray_object_closer(text: str) -> str | None:
+    # "No object open" means the innermost open bracket is not an object: an array (or nothing).
+    # This holds at any depth, so the rule works on the whole argument text
+    # ({"updates":[{"id":"a"},{"id":"b"}}]}) as well as on JSON text inside one field.
     def on_char(i: int, ch: str, stack: list[str]) -> str | None:
-        if ch == "}" and "{" not in stack:
+        if ch == "}" and (not stack or stack[-1] != "{"):
             return ""
         return None
 

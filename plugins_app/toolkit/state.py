@@ -106,6 +106,8 @@ class EventTopic:
     schema: JsonObject | None = None
     description: str = ""
     advertise: bool = True
+    #: True when a schema is declared but cannot be read (the directory marks it "(schema unavailable)").
+    schema_unavailable: bool = False
 
 
 @dataclass(frozen=True)

@@ -63,13 +63,15 @@ def package_files_scan(root: Path, supported: list[str], issues: list[Issue]) ->
     return base_files, overlay_files
 
 
-def localized(base_files: dict[str, Any], overlay_files: Overlays, rel: str, locale: str, default_locale: str) -> Any:
-    """Content of data file `rel` for `locale`: the base merged with that locale's overlay (a copy)."""
+def localized(base_files: dict[str, Any], overlay_files: Overlays, rel: str, locale: str, default_locale: str,
+              identity_keys: tuple[str, ...] = ("id",)) -> Any:
+    """Content of data file `rel` for `locale`: the base merged with that locale's overlay (a copy;
+    `identity_keys` pair list items, see files.overlay_merge)."""
     base = base_files.get(rel)
     entry = overlay_files.get(rel, {}).get(locale)
     if base is None or locale == default_locale or entry is None:
         return copy.deepcopy(base)
-    return overlay_merge(base, entry[1])
+    return overlay_merge(base, entry[1], identity_keys=identity_keys)
 
 
 def world_dimensions_assemble(root: Path, manifest: dict[str, Any], sources: list[WorldDataSource], base_files: dict[str, Any],
@@ -162,6 +164,57 @@ def world_dimensions_assemble(root: Path, manifest: dict[str, Any], sources: lis
     return dims_by_locale
 
 
+#: Markdown headings that open a lore file's opening-scene section (WORLD.<locale>.md).
+_OPENING_HEADING_RE = re.compile(r"^(#{1,6})\s+(?:opening\b.*|.*\bopening scen\w*|开场.*|开局.*)$", re.IGNORECASE)
+_HEADING_RE = re.compile(r"^(#{1,6})\s+")
+
+
+def lore_opening_section(lore: str) -> str:
+    """The body of the first "Opening …" / "开场…" / "开局…" heading section of a lore file (up to
+    the next heading of the same or a higher level), stripped; "" when there is none."""
+    lines = lore.splitlines()
+    for index, line in enumerate(lines):
+        match = _OPENING_HEADING_RE.match(line.strip())
+        if not match:
+            continue
+        level, body = len(match.group(1)), []
+        for following in lines[index + 1:]:
+            heading = _HEADING_RE.match(following.strip())
+            if heading and len(heading.group(1)) <= level:
+                break
+            body.append(following)
+        return "\n".join(body).strip()
+    return ""
+
+
+def opening_localize(dims: dict[str, Any], default_dims: dict[str, Any], locale: str, default_locale: str,
+                     own_lore: str) -> dict[str, Any]:
+    """`dims` (one locale's dimension definitions) with every ``initialValue.openingScenario``
+    resolved for `locale` (issue 20/21: an en-US session must not open in Chinese):
+    a locale map → that locale's text (files.text_for); a value the locale's overlay left equal
+    to the default locale's (untranslated) → the opening section of the locale's own lore file
+    (WORLD.<locale>.md, `lore_opening_section`) when it has one. Returns a new dict when changed."""
+    out = dims
+    for dim_id, definition in dims.items():
+        initial = definition.get("initialValue") if isinstance(definition, dict) else None
+        if not isinstance(initial, dict) or "openingScenario" not in initial:
+            continue
+        value = initial["openingScenario"]
+        text = text_for(value, locale, default_locale) if isinstance(value, dict) else value
+        if locale != default_locale and own_lore:
+            base_def = default_dims.get(dim_id) if isinstance(default_dims.get(dim_id), dict) else {}
+            base_initial = base_def.get("initialValue") if isinstance(base_def.get("initialValue"), dict) else {}
+            base_value = base_initial.get("openingScenario")
+            base_text = text_for(base_value, default_locale, default_locale) if isinstance(base_value, dict) else base_value
+            if text == base_text and not (isinstance(value, dict) and isinstance(value.get(locale), str)):
+                text = lore_opening_section(own_lore) or text
+        if text is not value:
+            if out is dims:
+                out = dict(dims)
+            out[dim_id] = {**definition, "initialValue": {**initial, "openingScenario": text}}
+    return out
+
+
 def world_locales_build(world: WorldPackage, manifest: dict[str, Any], sources: list[WorldDataSource], base_files: dict[str, Any],
                         overlay_files: Overlays, dims_by_locale: dict[str, dict[str, Any]], issues: list[Issue]) -> None:
     """Fill world.locales: per supported locale the name, summary and lore (world.<loc>.yaml and
@@ -196,8 +249,10 @@ def world_locales_build(world: WorldPackage, manifest: dict[str, Any], sources: 
         merged_manifest = overlay_world.get(loc, manifest)
         lore = ""
         lore_candidates = [root / LORE_FILE] if loc == default_locale else [root / f"WORLD.{loc}.md", root / f"WORLD.{loc.split('-', 1)[0]}.md", root / LORE_FILE]
+        lore_is_own = False  # the lore is this locale's own WORLD.<loc>.md, not the base file
         for candidate in lore_candidates:
             if candidate.is_file():
+                lore_is_own = candidate.name != LORE_FILE
                 try:
                     lore = candidate.read_text(encoding="utf-8").strip()
                 except (OSError, UnicodeDecodeError):
@@ -208,7 +263,8 @@ def world_locales_build(world: WorldPackage, manifest: dict[str, Any], sources: 
             name=text_for(merged_manifest.get("name"), loc, default_locale),
             summary=text_for(merged_manifest.get("summary"), loc, default_locale),
             lore=lore,
-            dimensions=dims_by_locale[loc],
+            dimensions=opening_localize(dims_by_locale[loc], dims_by_locale[default_locale], loc, default_locale,
+                                        lore if loc != default_locale and lore_is_own else ""),
         )
         cs = merged_manifest.get("characterSchema")
         content.character_schema = copy.deepcopy(cs) if isinstance(cs, dict) else copy.deepcopy(world.character_schema)
@@ -218,7 +274,7 @@ def world_locales_build(world: WorldPackage, manifest: dict[str, Any], sources: 
         for src in sources:
             if src.kind == "media" or src.path not in base_files:
                 continue
-            value = localized(base_files, overlay_files, src.path, loc, default_locale)
+            value = localized(base_files, overlay_files, src.path, loc, default_locale, src.identity_keys)
             content.data[src.id] = value
             if src.target == "characters":
                 content.characters = source_records(value, src, issues, require=("id", "name"), report=loc == default_locale)

@@ -26,6 +26,8 @@ SCHEMA_KEYWORDS = {
     "exclusiveMaximum", "minLength", "maxLength", "items", "minItems", "maxItems", "properties",
     "required", "additionalProperties", "x-i18n", "x-enumLabels",
 }
+# Annotation keywords authors may write as a locale map ({"zh-CN": "记录", "en-US": "Notes"}).
+TEXT_ANNOTATIONS = ("title", "description")
 JSON_TYPES = {"string", "number", "integer", "boolean", "null", "object", "array"}
 MAX_DIMENSIONS = 64
 
@@ -71,8 +73,8 @@ def _schema_check(node: Any, path: str, file: str | None, issues: list[Issue]) -
                 for name in value:
                     if name not in props:
                         issues.append(error(CODE_SCHEMA_INVALID, f"required property {name!r} is not declared in properties", file, kpath))
-        elif key in ("title",) and not _is_text(value):
-            issues.append(error(CODE_SCHEMA_INVALID, "title must be a string or a locale map", file, kpath))
+        elif key in TEXT_ANNOTATIONS and not _is_text(value):
+            issues.append(error(CODE_SCHEMA_INVALID, f"{key} must be a string or a locale map", file, kpath))
         elif key == "x-enumLabels" and not (isinstance(value, dict) and all(_is_text(v) for v in value.values())):
             issues.append(error(CODE_SCHEMA_INVALID, "x-enumLabels must map enum values to text", file, kpath))
         elif key == "x-i18n" and not isinstance(value, bool):
@@ -86,8 +88,13 @@ def _schema_check(node: Any, path: str, file: str | None, issues: list[Issue]) -
 
 
 def validation_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """The schema jsonschema checks values against: x-i18n nodes also accept a locale map."""
-    node = {k: v for k, v in schema.items() if not k.startswith("x-")}
+    """The schema jsonschema checks values against: x-i18n nodes also accept a locale map.
+
+    `x-*` keywords are dropped and locale-map annotations (`title` / `description` written as
+    `{locale: text}`) are left out, so Draft202012Validator.check_schema only sees JSON Schema
+    (annotations never change which values are valid)."""
+    node = {k: v for k, v in schema.items()
+            if not k.startswith("x-") and not (k in TEXT_ANNOTATIONS and not isinstance(v, str))}
     if isinstance(node.get("items"), dict):
         node["items"] = validation_schema(node["items"])
     if isinstance(node.get("properties"), dict):

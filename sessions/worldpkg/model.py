@@ -118,6 +118,14 @@ class WorldDataSource:
     is_enabled: bool = True
     order: int = 0
     digest: str | None = None
+    #: `localeArrayKeys`: further identity fields for nested lists in locale overlays (after `key`, `id`).
+    locale_array_keys: list[str] = field(default_factory=list)
+
+    @property
+    def identity_keys(self) -> tuple[str, ...]:
+        """Fields that identify an object in a list when a locale overlay is merged (spec 004
+        §世界数据的语言覆盖): the source's `key`, then `id`, then its `localeArrayKeys`."""
+        return tuple(dict.fromkeys([k for k in (self.key, "id", *self.locale_array_keys) if k]))
 
     @property
     def is_hidden(self) -> bool:

@@ -120,6 +120,7 @@ def _source_read(root: Path, rel: str, sid: str, entry: dict[str, Any], order: i
         visibility=visibility if visibility in SOURCE_VISIBILITIES else "public",
         index_to=entry.get("indexTo") if isinstance(entry.get("indexTo"), str) else None,
         is_enabled=entry.get("enabled", True) is not False, order=order, digest=digest,
+        locale_array_keys=str_list(entry.get("localeArrayKeys")),
     )
 
 

@@ -6,10 +6,17 @@
    process's event loop, stamping the moment a frame's bytes arrive (client overhead included).
 2. RSS (and thread count) of one fresh daphne process before and while it holds 1,000 idle
    subscriptions (1,000 sessions, one stream each).
+3. Foreign traffic (issue 18): CPU seconds (utime+stime, /proc) of a web process that idly watches
+   one session while FOREIGN_MESSAGES wake-ups of another session are published as fast as a
+   pipelined client can, beside the anchor measured at the same moment: an identical daphne process
+   that also runs the pre-issue-18 listener (``PSUBSCRIBE covel:*``, every message decoded and
+   dispatched; tests/bench/event_fanout_pattern_asgi.py). Both also print their CPU over an equally
+   long quiet window, and both must still deliver an event of the watched session afterwards.
 
 Targets (issue 8): p99 < 50 ms at 200 subscribers; < 150 MB RSS with 1,000 idle subscriptions.
+Issue 18: a process receives only the sessions it serves (foreign traffic costs it ~nothing).
 
-Run: .venv/bin/python tests/bench/event_fanout.py   (needs PostgreSQL at TEST_DATABASE_URL and
+Run: .venv/bin/python tests/bench/event_fanout.py [latency] [rss] [foreign]   (default: all; needs PostgreSQL at TEST_DATABASE_URL and
 Redis at TEST_REDIS_URL, as `make test-hosted`; builds and drops its own test database)
 """
 from __future__ import annotations
@@ -29,6 +36,7 @@ EVENTS_1 = 200
 EVENTS_200 = 100
 GAP_SECONDS = 0.05
 IDLE_SUBSCRIPTIONS = 1000
+FOREIGN_MESSAGES = 50_000
 
 
 class Subscriber:
@@ -84,7 +92,7 @@ def _append_paced(session_id: str, count: int, commits: dict[int, float]) -> Non
             with transaction.atomic():
                 # Registered before the append's own on_commit (the publish): runs first after COMMIT.
                 transaction.on_commit(lambda: stamp.__setitem__("t", time.perf_counter()))
-                (row,) = session_events_append(session_id, [NewEvent(type="bench.tick", topic="game", payload={"i": i})])
+                (row,) = session_events_append(session_id, [NewEvent(type="event.emitted", topic="game", payload={"i": i})])
             commits[row.seq] = stamp["t"]
             time.sleep(GAP_SECONDS)
     finally:
@@ -149,6 +157,104 @@ async def _idle_rss(port: int, pid: int, session_ids: list[str]) -> tuple[float,
             int(before["Threads"]), int(during["Threads"]))
 
 
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def _publish_foreign(count: int) -> None:
+    """``count`` wake-ups of a session nobody watches, pipelined (the fastest a client publishes)."""
+    import json
+
+    import redis
+    from django.conf import settings
+
+    from covel import eventbus
+
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    channel = eventbus._PREFIX + "session:bench-foreign"
+    pipe = client.pipeline(transaction=False)
+    for i in range(count):
+        pipe.publish(channel, json.dumps({"seq": i}))
+        if i % 500 == 499:
+            pipe.execute()
+    pipe.execute()
+    client.close()
+
+
+class _AppDaphne:
+    """A daphne process serving ``app`` (events_support.Daphne serves covel.asgi only)."""
+
+    def __init__(self, env: dict[str, str], app: str) -> None:
+        import subprocess
+
+        import httpx
+        from django.conf import settings
+
+        from tests.turns.events_support import REPO, free_port
+
+        self.port = free_port()
+        self.log = open(Path(settings.COVEL_HOME) / f"daphne-{self.port}.log", "w+")
+        self.proc = subprocess.Popen(
+            [str(REPO / ".venv" / "bin" / "daphne"), "-b", "127.0.0.1", "-p", str(self.port), app],
+            cwd=REPO, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"daphne {app} did not come up")
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.port}/api/health", timeout=1).status_code in (200, 503):
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except Exception:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.log.close()
+
+
+async def _foreign_cpu(servers: list, watched: str) -> list[tuple[float, float, bool]]:
+    """Per server: (CPU s over a quiet window, CPU s while FOREIGN_MESSAGES are published, whether
+    an event of the watched session still arrived afterwards)."""
+    from tests.turns.events_support import db
+
+    arrivals = [dict() for _ in servers]
+    subs = [Subscriber(server.port, watched, arrivals[i]) for i, server in enumerate(servers)]
+    await asyncio.gather(*(s.start() for s in subs))
+    await asyncio.sleep(1.0)
+    started = [_cpu_seconds(server.proc.pid) for server in servers]
+    t0 = time.perf_counter()
+    await asyncio.to_thread(_publish_foreign, FOREIGN_MESSAGES)
+    # Until every listener drained what Redis queued for it: no process used CPU for 0.6 s.
+    last, calm = list(started), 0
+    while calm < 3 and time.perf_counter() - t0 < 60:
+        await asyncio.sleep(0.2)
+        now = [_cpu_seconds(server.proc.pid) for server in servers]
+        calm = calm + 1 if all(b - a < 0.02 for a, b in zip(last, now)) else 0
+        last = now
+    window = time.perf_counter() - t0
+    busy = [b - a for a, b in zip(started, last)]
+    quiet_start = [_cpu_seconds(server.proc.pid) for server in servers]
+    await asyncio.sleep(window)
+    quiet = [_cpu_seconds(server.proc.pid) - before for server, before in zip(servers, quiet_start)]
+    commits: dict[int, float] = {}
+    await asyncio.to_thread(_append_paced, watched, 1, commits)
+    await asyncio.sleep(1.0)
+    for s in subs:
+        s.close()
+    (seq,) = commits
+    return [(q, b, seq in got) for q, b, got in zip(quiet, busy, arrivals)]
+
+
 def main() -> None:
     import django
 
@@ -184,27 +290,46 @@ def main() -> None:
         )
         connections.close_all()
 
-        server = Daphne(env)
-        servers.append(server)
+        sections = set(sys.argv[1:]) or {"latency", "rss", "foreign"}
         print(f"event fan-out, hosted shape (PostgreSQL + Redis), one daphne process, {os.cpu_count()} CPUs")
-        for count, events in ((1, EVENTS_1), (200, EVENTS_200)):
-            samples = asyncio.run(_latency(server.port, "bench-0", count, events))
-            print(
-                f"  {count:>3} subscriber(s): commit -> frame received  median {statistics.median(samples):6.2f} ms"
-                f"   p99 {_p(samples, 0.99):6.2f} ms   max {max(samples):6.2f} ms   ({len(samples)} frames, {events} commits)"
-            )
-        server.stop()
-        servers.clear()
+        if "latency" in sections:
+            server = Daphne(env)
+            servers.append(server)
+            for count, events in ((1, EVENTS_1), (200, EVENTS_200)):
+                samples = asyncio.run(_latency(server.port, "bench-0", count, events))
+                print(
+                    f"  {count:>3} subscriber(s): commit -> frame received  median {statistics.median(samples):6.2f} ms"
+                    f"   p99 {_p(samples, 0.99):6.2f} ms   max {max(samples):6.2f} ms   ({len(samples)} frames, {events} commits)"
+                )
+            server.stop()
+            servers.clear()
 
-        fresh = Daphne(env)
-        servers.append(fresh)
-        rss_before, rss_during, threads_before, threads_during = asyncio.run(
-            _idle_rss(fresh.port, fresh.proc.pid, [f"bench-{i}" for i in range(1, IDLE_SUBSCRIPTIONS + 1)])
-        )
-        print(
-            f"  daphne RSS: {rss_before:6.1f} MB idle server -> {rss_during:6.1f} MB holding {IDLE_SUBSCRIPTIONS} idle "
-            f"subscriptions ({IDLE_SUBSCRIPTIONS} sessions); threads {threads_before} -> {threads_during}"
-        )
+        if "rss" in sections:
+            fresh = Daphne(env)
+            servers.append(fresh)
+            rss_before, rss_during, threads_before, threads_during = asyncio.run(
+                _idle_rss(fresh.port, fresh.proc.pid, [f"bench-{i}" for i in range(1, IDLE_SUBSCRIPTIONS + 1)])
+            )
+            print(
+                f"  daphne RSS: {rss_before:6.1f} MB idle server -> {rss_during:6.1f} MB holding {IDLE_SUBSCRIPTIONS} idle "
+                f"subscriptions ({IDLE_SUBSCRIPTIONS} sessions); threads {threads_before} -> {threads_during}"
+            )
+            fresh.stop()
+            servers.clear()
+
+        if "foreign" in sections:
+            channel_bus = _AppDaphne(env, "covel.asgi:application")
+            servers.append(channel_bus)
+            pattern_bus = _AppDaphne(env, "tests.bench.event_fanout_pattern_asgi:application")
+            servers.append(pattern_bus)
+            (q_new, b_new, ok_new), (q_old, b_old, ok_old) = asyncio.run(_foreign_cpu([channel_bus, pattern_bus], "bench-0"))
+            print(f"  idle-watching daphne (1 stream) while {FOREIGN_MESSAGES:,} wake-ups of another session are published:")
+            print(f"    per-channel SUBSCRIBE (now):  CPU {b_new:5.2f} s   (quiet window of the same length {q_new:5.2f} s)"
+                  f"   watched event delivered: {ok_new}")
+            print(f"    PSUBSCRIBE covel:* (anchor):  CPU {b_old:5.2f} s   (quiet window of the same length {q_old:5.2f} s)"
+                  f"   watched event delivered: {ok_old}")
+            print(f"    foreign traffic: {max(b_new - q_new, 0) / FOREIGN_MESSAGES * 1e6:5.1f} us CPU/message now, "
+                  f"{max(b_old - q_old, 0) / FOREIGN_MESSAGES * 1e6:5.1f} us/message with the pattern")
     finally:
         for server in servers:
             server.stop()

@@ -20,7 +20,7 @@ BODILESS_WRITES = {
     "resume_plugin_fault", "model_relay_end", "rebuild_memory_index",
 }
 # Successes that are not JSON: streams and files.
-NON_JSON_SUCCESS = {"post_action", "generate_world", "stream_events", "get_framework_schema", "export_world_dimensions",
+NON_JSON_SUCCESS = {"post_action", "generate_world", "revise_world", "translate_world", "stream_events", "get_framework_schema", "export_world_dimensions",
                     "get_world_gallery_file", "download_media", "model_relay_stream"}
 
 
@@ -130,7 +130,8 @@ def test_request_bodies_are_typed_models(document):
     create = document["paths"]["/api/sessions"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert create == {"$ref": "#/components/schemas/SessionIn"}
     schema = document["components"]["schemas"]["SessionIn"]
-    assert schema["required"] == ["worldId"] and schema["additionalProperties"] is False
+    # spec 004 §POST /api/sessions: worldId is optional ("省略时创建无世界会话")
+    assert "required" not in schema and schema["additionalProperties"] is False
     assert schema["properties"]["autoAdvanceLimit"] == {**schema["properties"]["autoAdvanceLimit"], "type": "integer",
                                                         "minimum": 0, "maximum": 10}
     install = document["paths"]["/api/install/plugin"]["post"]["requestBody"]["content"]

@@ -77,7 +77,7 @@ def test_play_loop_on_web1_is_seen_by_subscribers_on_both_web_processes(cluster,
                 received = [(_cursor_seq(e["id"]), e["event"]) for e in subscriber.events
                             if e["id"] and _cursor_seq(e["id"]) in {seq for seq, _ in logged}]
                 assert received == logged
-            completed = [e for e in subscriber.events if e["event"] == "turn.completed"]
+            completed = [e for e in subscriber.events if e["event"] == "execution.completed"]
             assert [e["data"]["payload"]["turnId"] for e in completed][-3:] == [r.turn_ids[0] for r in turns]
             assert all(e["data"]["payload"]["committed"] is True for e in completed)
     finally:

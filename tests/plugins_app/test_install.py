@@ -167,18 +167,25 @@ def test_plugin_zip_installs_with_restart_required(client, home):
     assert response.status_code == 201, response.json()
     assert response.json() == {"ok": True, "kind": "plugin", "id": "lantern-notes", "restartRequired": True, "hasServerCode": False}
     assert (home / "plugins" / "lantern-notes" / "PLUGIN.md").is_file()
-    assert "lantern-notes" not in {p["id"] for p in client.get("/api/plugins").json()["items"]}  # until restart
-    registry_reset()  # what a restart does
+    # every process's registry picks the install up at its next read (the generation marker), no restart
     assert client.get("/api/plugins/lantern-notes").json()["hostState"] == "loaded"
+    listed = client.get("/api/install/plugins").json()["items"]
+    assert [(i["id"], i["source"], i["integrity"], i["trustedSource"]) for i in listed] == [("lantern-notes", None, "no-receipt", False)]
     again = post_zip(client, "/api/install/plugin", zip_files({"PLUGIN.md": PLUGIN_MD}))
     assert again.status_code == 409 and again.json()["error"] == "target already exists: lantern-notes"
 
 
 def test_plugin_ids_from_folder_and_package_json(client, home):
-    dice = zip_dir(FIXTURES / "plugins" / "dice-check", prefix="dice-check/")
-    response = post_zip(client, "/api/install/plugin", dice)
-    assert response.status_code == 201 and response.json()["id"] == "dice-check" and response.json()["hasServerCode"] is True
     no_id = PLUGIN_MD.replace("id: lantern-notes\n", "")
+    with_code = no_id.replace("kind: plugin\n", "kind: plugin\nentry: ./server/entry.py\n")
+    foldered = post_zip(client, "/api/install/plugin", zip_files({
+        "lamp-post/PLUGIN.md": with_code, "lamp-post/package.json": '{"name": "@acme/plugin-other-name"}',
+        "lamp-post/server/entry.py": "def register(api):\n    pass\n"}))
+    assert foldered.status_code == 201, foldered.json()
+    assert foldered.json()["id"] == "lamp-post" and foldered.json()["hasServerCode"] is True  # folder beats package.json
+    declared = post_zip(client, "/api/install/plugin", zip_files({"some-folder/PLUGIN.md": PLUGIN_MD.replace(
+        "id: lantern-notes", "id: lantern-declared")}))
+    assert declared.status_code == 201 and declared.json()["id"] == "lantern-declared"  # PLUGIN.md id beats the folder
     packaged = post_zip(client, "/api/install/plugin", zip_files({"PLUGIN.md": no_id, "package.json": '{"name": "@acme/plugin-lamp-log"}'}))
     assert packaged.status_code == 201 and packaged.json()["id"] == "lamp-log"
     reserved = post_zip(client, "/api/install/plugin", zip_files({"PLUGIN.md": no_id, "package.json": '{"name": "@covel/plugin-narrator"}'}))
@@ -195,6 +202,12 @@ def test_plugin_with_manifest_errors_is_400(client, home):
     assert not (home / "plugins" / "lantern-notes").exists()
     slip = post_zip(client, "/api/install/plugin", zip_files({"PLUGIN.md": PLUGIN_MD, "/abs/evil": "x"}))
     assert slip.status_code == 400 and slip.json()["details"]["code"] == "zip-unsafe-path"
+    folded = post_zip(client, "/api/install/plugin", zip_files({"PLUGIN.md": PLUGIN_MD, "a.md": "1", "A.md": "2"}))
+    assert folded.status_code == 400 and folded.json()["details"]["code"] == "zip-unsafe-path"
+    forged = post_zip(client, "/api/install/plugin", zip_files({"PLUGIN.md": PLUGIN_MD, ".covel-install.json":
+                                                                 '{"source": "acme/lantern", "files": {}}'}))
+    assert forged.status_code == 400 and forged.json()["details"]["code"] == "receipt-not-allowed"
+    assert not (home / "plugins" / "lantern-notes").exists()
 
 
 @pytest.mark.parametrize("extra", ["x: " + "[" * 3000 + "]" * 3000, 'x: "a\\0b"', 'x: "\\ud800"', "x: .nan"])

@@ -20,6 +20,12 @@ from turns.events import (
 from turns.models import SessionEvent
 
 
+@pytest.fixture(autouse=True)
+def _free_event_types(settings):
+    """These tests exercise the log itself with made-up event types."""
+    settings.COVEL_STRICT_EVENT_TYPES = False
+
+
 @pytest.mark.django_db
 def test_append_allocates_consecutive_seqs_and_moves_the_cursor():
     session = make_session(epoch="e7")

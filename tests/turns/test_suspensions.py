@@ -281,6 +281,31 @@ def test_the_sweep_abandons_expired_suspensions_and_releases_stale_claims(api, t
         peer.__exit__()
 
 
+
+def test_an_embedded_start_releases_every_claim_a_killed_run_left(api, tmp_path, settings, gate):
+    from django.utils import timezone
+
+    from turns import tasks
+    from turns.models import Suspension
+
+    peer, session = _game(tmp_path, settings, GateBrain(suspend_turns=1))
+    try:
+        first = next(f for f in _turn(api, session) if f["type"] == "turn.suspended")["payload"]["suspensionId"]
+        # the previous process died a moment ago while resuming it (a fresh claim: the age rule keeps it)
+        Suspension.objects.filter(suspension_id=first).update(status="resuming", resolved_at=timezone.now())
+        assert _resume(api, session, first, {"data": {"gate": "south"}}).status_code == 409
+        # when: the start-up task of the next embedded process runs
+        tasks.release_suspension_claims()
+        # then: hosted processes leave claims to the age rule; the one embedded process frees them all
+        if settings.STORE_BACKEND == "pg":
+            assert Suspension.objects.get(suspension_id=first).status == "resuming"
+            return
+        assert Suspension.objects.get(suspension_id=first).status == "pending"
+        assert _resume(api, session, first, {"data": {"gate": "south"}}).status_code == 200
+        assert _turns(session) == 1
+    finally:
+        peer.__exit__()
+
 TOLLBOOTH = textwrap.dedent("""\
     ---
     id: tollbooth

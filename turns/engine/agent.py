@@ -65,7 +65,9 @@ from turns.engine.state import EngineStateView, StagedProposals
 from turns.engine.steer import STEER_APPLIED, STEER_DISCARDED, AppliedSteer, steer_text, turn_control_of
 from plugins_app.toolkit import proposals as P
 from turns.engine.tools.envelope import envelope_json
-from plugins_app.toolkit.locale import instruction_locale_for
+from plugins_app.toolkit.locale import ZH_CN, instruction_locale_for
+from plugins_app.toolkit.names import SEARCH_TOOLS
+from turns.engine.tools.search import DeferredTools
 from turns.engine.tools.executor import CONTROL_DONE, CONTROL_SUSPEND, STATUS_SUCCESS as CALL_SUCCESS, ToolCall
 from turns.engine.tools.registry import LOOP_HANDLED_TOOL_NAMES
 
@@ -111,6 +113,8 @@ def tool_names_for(env: ExecutionEnv, runtime: RuntimeManifest) -> tuple[list[st
     builtins = env.tool_registry.builtin_names()
     offered: list[str] = []
     for name in selection.builtin:
+        if name == "delegate":
+            continue  # built per runtime by the loop (turns.engine.delegate)
         if name in LOOP_HANDLED_TOOL_NAMES or name not in builtins:
             warnings.append(f'builtin tool "{name}" is not installed on this host — not offered')
             continue
@@ -177,7 +181,7 @@ def system_prompt_build(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnI
     """The system prompt (see turns.engine.prompt module docstring). ``dimension_rules``
     (dimension id → updateRule) fills ``{{ world.dimensionRules }}`` when the template has it."""
     snapshot = env.snapshot
-    zh = snapshot.locale.lower().startswith("zh")
+    zh = instruction_locale_for(snapshot.locale) == ZH_CN  # instruction language (COVEL_INSTRUCTION_LOCALE)
     is_story = is_story_runtime(runtime)
     characters = view.characters()
     scan = "\n".join(m.text for m in snapshot.messages[-LOREBOOK_SCAN_MESSAGES:]) + "\n" + (turn.player_message or "")
@@ -209,11 +213,10 @@ def system_prompt_build(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnI
         pruned += int(cut)
         sections.append(("[资料]" if zh else "[LOREBOOK]") + "\n" + body)
     if is_story:
-        blocks = snapshot.plugin_data.get(("memory", "blocks"), {})
-        if blocks:
-            body, cut = budget_cut("\n".join(_as_line(v) for v in blocks.values()), int(MEMORY_BUDGET_CHARS * budget_scale))
+        for segment_text in prompt_segments(env, runtime, turn, view):
+            body, cut = budget_cut(segment_text, int(MEMORY_BUDGET_CHARS * budget_scale))
             pruned += int(cut)
-            sections.append(("[记忆]" if zh else "[MEMORY]") + "\n" + body)
+            sections.append(body)
         for record in env.plugins:
             for segment in record.manifest.contributes.prompt:
                 if isinstance(segment.get("content"), str):
@@ -223,6 +226,10 @@ def system_prompt_build(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnI
         section = self_data_section(view, runtime.plugin_id, item)
         if section:
             sections.append(section)
+    if "emit-event" in offered and runtime.agent is not None and runtime.agent.advertise_events:
+        from turns.engine.tools.builtin.emit_event import event_directory_text
+
+        sections.append(event_directory_text(env.event_topics(), zh=zh))  # the session's event directory
     if inputs and "runtime.inputs" not in used:
         sections.append("[RUNTIME-INPUTS]\n" + json.dumps(inputs, ensure_ascii=False, indent=1)[:8000])
     sections.append("[COMPLETION]\n" + completion_text(is_story=is_story, offers_done=offers_done, after_tools=after_tools, require=require, zh=zh))
@@ -230,6 +237,60 @@ def system_prompt_build(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnI
         env.tracer.emit(T.CONTEXT_PRUNED, {"runtimeId": runtime.id, "pluginId": runtime.plugin_id, "prunedMessageCount": pruned},
                         turn_id=turn.turn_id, plugin_id=runtime.plugin_id, runtime_id=runtime.id)
     return "\n\n".join(s for s in sections if s)
+
+
+#: Extension point through which plugins add a segment to story prompts (memory blocks).
+PROMPT_SEGMENT_POINT = "prompt.segment@1"
+
+
+def prompt_segments(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo, view: EngineStateView) -> list[str]:
+    """The texts of the session's ``prompt.segment@1`` providers for a story prompt, in extension
+    order (spec 004 §插件记忆: 已提交的记忆块通过 prompt.segment@1 进入后续提示词).
+
+    Each provider is called with ``{sessionId, pluginId, runtimeId, locale, turn, pluginData}``,
+    where ``pluginData`` is the provider's own data ({namespace: {key: value}}, this execution's
+    staged writes included) — never another plugin's — and answers ``{"text": str}`` (empty: no
+    segment). A provider that fails or is late is skipped (trace ``extension.failed`` is not a
+    spec event, so the failure is only logged by ``plugins_app.extensions``)."""
+    from plugins_app.extensions import ExtensionFailed, extension_call, extension_providers
+
+    providers = extension_providers(env.plugin_registry, [p.id for p in env.plugins], PROMPT_SEGMENT_POINT)
+    out: list[str] = []
+    for provider in providers:
+        namespaces = {ns for (pid, ns) in env.snapshot.plugin_data if pid == provider.plugin_id}
+        data = {ns: view.plugin_data_list(provider.plugin_id, ns) for ns in sorted(namespaces)}
+        context = {"sessionId": env.snapshot.session_id, "pluginId": provider.plugin_id, "runtimeId": runtime.id,
+                   "locale": env.snapshot.locale, "turn": turn.logical_turn, "pluginData": json_copy(data)}
+        try:
+            answer = extension_call(provider, context)
+        except ExtensionFailed:
+            continue
+        text = answer.get("text")
+        if isinstance(text, str) and text.strip():
+            out.append(text.strip())
+    return out
+
+
+#: Extension point of the plugin that compacts old history (history-compaction, spec 000 §memory-search).
+HISTORY_COMPACT_POINT = "history.compact@1"
+
+
+def history_compaction(env: ExecutionEnv) -> dict[str, Any] | None:
+    """The committed rolling summary of the first ``history.compact@1`` provider that has one:
+    ``{"text", "throughTurnId"}`` — the story history up to and including that turn is replaced
+    by the summary in story prompts (turns.engine.prompt.history_messages). None without one."""
+    from plugins_app.extensions import ExtensionFailed, extension_call, extension_providers
+
+    for provider in extension_providers(env.plugin_registry, [p.id for p in env.plugins], HISTORY_COMPACT_POINT):
+        data = {ns: json_copy(rows) for (pid, ns), rows in env.snapshot.plugin_data.items() if pid == provider.plugin_id}
+        try:
+            answer = extension_call(provider, {"sessionId": env.snapshot.session_id, "pluginId": provider.plugin_id,
+                                               "locale": env.snapshot.locale, "pluginData": data})
+        except ExtensionFailed:
+            continue
+        if isinstance(answer.get("text"), str) and answer["text"].strip() and isinstance(answer.get("throughTurnId"), str):
+            return {"text": answer["text"].strip(), "throughTurnId": answer["throughTurnId"]}
+    return None
 
 
 def self_data_section(view: EngineStateView, plugin_id: str, item: dict[str, Any]) -> str:
@@ -251,16 +312,10 @@ def self_data_section(view: EngineStateView, plugin_id: str, item: dict[str, Any
     return f"<{name}>\n{body}\n</{name}>"
 
 
-def _as_line(value: Any) -> str:
-    if isinstance(value, dict):
-        return str(value.get("text") or value.get("content") or json.dumps(value, ensure_ascii=False))
-    return str(value)
-
-
 def user_message_build(env: ExecutionEnv, turn: TurnInfo, *, is_story: bool, upstream_texts: list[str]) -> str:
     """The turn's user message: the player's rendered input (or an opening cue) plus, for
     non-story runtimes, this turn's story so far."""
-    zh = env.snapshot.locale.lower().startswith("zh")
+    zh = instruction_locale_for(env.snapshot.locale) == ZH_CN
     if turn.player_message:
         base = turn.player_message
     elif turn.kind == "setup":
@@ -285,6 +340,7 @@ def agent_runtime_run(
     upstream_texts: list[str],
     run_id: str,
     resume: dict[str, Any] | None = None,
+    subagent: dict[str, Any] | None = None,
 ) -> RuntimeResult:
     """Run one agent runtime to completion. Never raises for a runtime failure: the result has
     status failed/suspended and error {message, code}.
@@ -293,7 +349,11 @@ def agent_runtime_run(
     runtime 从保存下来的工具调用记录接着跑): ``{continuation, data, proposals}`` — the saved
     continuation (``RuntimeResult.suspension["continuation"]``), the player's answer, and the
     writes staged before the suspension. A suspended result keeps its staged writes in
-    ``proposals`` and describes itself in ``suspension``."""
+    ``proposals`` and describes itself in ``suspension``.
+
+    subagent: run as a delegate's sub-agent (turns.engine.delegate): ``{parentCallId, brief, data,
+    maxSteps, canStage}`` — the brief is the user message, the tools are cut down, events carry
+    ``parentCallId``."""
     assert runtime.agent is not None
     agent = runtime.agent
     is_story = is_story_runtime(runtime)
@@ -301,11 +361,14 @@ def agent_runtime_run(
                            status=STATUS_SUCCESS, is_story=is_story, run_id=run_id)
     own = StagedProposals(resume["proposals"] if resume else ())
     view = EngineStateView(env.snapshot, upstream=upstream, own=own, form_validators=env.form_validators,
-                           event_topics=env.event_topics, datasets=env.datasets)
+                           event_topics=env.event_topics, datasets=env.datasets, searchable=env.searchable_records)
     emit = _emitter(env, runtime, turn)
+    if subagent is not None:  # a sub-agent's events point back at the delegate call
+        emit = (lambda type, payload, _emit=emit: _emit(type, {**payload, "parentCallId": subagent["parentCallId"]}))
     started = time.monotonic()
     try:
-        _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstream_texts, emit, started, resume=resume)
+        _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstream_texts, emit, started, resume=resume,
+              subagent=subagent)
     except RuntimeFailure as exc:
         result.status = STATUS_FAILED
         result.error = {"message": exc.message, "code": exc.code}
@@ -331,7 +394,8 @@ def _emitter(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo):
     return emit
 
 
-def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstream_texts, emit, started, resume=None) -> None:
+def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstream_texts, emit, started, resume=None,
+          subagent=None) -> None:
     from turns.engine.tools.context import ToolContext
 
     require, after_tools = completion_of(runtime)
@@ -343,6 +407,30 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
         selection = [d.dataset if d.tools is None else {"dataset": d.dataset, "tools": list(d.tools)} for d in agent.tools.datasets]
         runtime_tools = dataset_tools(env.datasets(runtime.plugin_id), selection, taken_names=frozenset(offered))
         offered += [n for n in runtime_tools if n not in offered]
+    hidden: set[str] = set()  # authorized but not offered: absent service imports answer `unavailable`
+    if agent.tools.services:  # imported service tools (spec 000 §导入的服务工具)
+        from turns.engine.tools.services import service_tools
+
+        can_write = resume is None and "suspend" not in agent.tools.builtin and not runtime.is_background
+        imported, absent = service_tools(env, runtime, agent.tools.services, can_write=can_write)
+        runtime_tools = {**runtime_tools, **imported, **absent}
+        offered += [n for n in imported if n not in offered]
+        hidden.update(absent)
+    if subagent is None and "delegate" in agent.tools.builtin:  # spec 000 §子 agent（delegate）
+        from turns.engine.delegate import delegate_tool
+
+        runtime_tools = {**runtime_tools, "delegate": delegate_tool(
+            env, runtime, turn, staged=view.staged_proposals, can_stage=resume is None and not runtime.is_background,
+            run=agent_runtime_run)}
+        offered.append("delegate")
+    elif subagent is not None:  # read-only tools and service imports only (write ones when the caller may stage)
+        from turns.engine.delegate import subagent_tool_names
+
+        imports = {i.tool_name for i in agent.tools.services}
+        writes = {n for n in imports if n in runtime_tools and n not in hidden
+                  and runtime_tools[n].annotations.stages_writes}
+        offered = subagent_tool_names(offered, runtime_tools, env.tool_registry, runtime.plugin_id, imports, writes,
+                                      can_stage=bool(subagent.get("canStage")))
     # runtime-done is the quiet-turn exit of a runtime whose contract uses it: no completion tool,
     # or ``require: explicit`` (codex, affinity, character-tracker: "nothing qualifies → runtime-done").
     # A ``require: tool-use`` runtime with afterTools must end through its completion tool (spec 000 §授权).
@@ -353,11 +441,11 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
         listed.append(RUNTIME_DONE)
     if is_story and RUNTIME_DONE in listed:
         listed.remove(RUNTIME_DONE)
-    authorized = set(listed)
+    authorized = set(listed) | hidden
     if is_story or offers_done:
         authorized.add(RUNTIME_DONE)
-    for warning in warnings:
-        emit(T.TOOL_FAILED, {"warning": warning})
+    for warning in warnings:  # notices, not failed calls (spec 000 §注解与超时: 省略并告警)
+        emit(T.RUNTIME_WARNING, {"warning": {"code": "tool-not-offered", "message": warning}})
     slot, model_id = slot_for_runtime(config=env.router.config, runtime_id=runtime.id, is_story=is_story,
                                       request_model=env.request_model, overrides=env.snapshot.runtime_model_overrides,
                                       manifest_model=agent.model)
@@ -370,6 +458,14 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
         listed = []  # a story runtime writes prose without its optional tools
     budget_scale = _budget_scale(capability)
     definitions = [_tool_definition(env, n, runtime.plugin_id, runtime_tools, view) for n in listed]
+    deferred = (DeferredTools.for_runtime(agent.tools.defer, definitions, plugin_id=runtime.plugin_id)
+                if listed and subagent is None else None)
+    if deferred is not None:  # tools.defer: the pool waits, search-tools is injected (spec 000 §search-tools)
+        runtime_tools = {**runtime_tools, SEARCH_TOOLS: deferred.tool()}
+        definitions = deferred.definitions  # the live list: search-tools appends what it loads
+        definitions.append(runtime_tools[SEARCH_TOOLS].definition())
+        listed.append(SEARCH_TOOLS)
+        authorized.add(SEARCH_TOOLS)
     # Rules are private to the dimension provider: read (one query) only for a runtime whose
     # prompt places {{ world.dimensionRules }} (world-init/dimension-tracker).
     rules = dimension_rules_load(env.snapshot.session_id) if DIMENSION_RULES_PLACEHOLDER in prompt_source(env, runtime) else None
@@ -381,13 +477,21 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
          **({"updateRule": rules[d.id]} if rules and rules.get(d.id) else {})}
         for d in view.world_dimensions()
     ]
-    history, history_pruned = (history_messages(env.snapshot, max_turns=agent.history_max_turns, budget_scale=budget_scale)
+    compaction = history_compaction(env) if is_story else None
+    history, history_pruned = (history_messages(env.snapshot, max_turns=agent.history_max_turns, budget_scale=budget_scale,
+                                                compaction=compaction)
                                if is_story else ([], False))
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}, *history,
                                       {"role": "user", "content": user_message_build(env, turn, is_story=is_story, upstream_texts=upstream_texts)}]
+    if subagent is not None:  # the brief (and data) is the sub-agent's task
+        from turns.engine.delegate import subagent_user_message
+
+        messages[-1] = {"role": "user", "content": subagent_user_message(subagent, zh=instruction_locale_for(env.snapshot.locale) == ZH_CN)}
     messages = post_context_assembly(env, runtime, turn, messages, inputs=inputs, view=view, is_story=is_story,
                                      template=lambda: prompt_source(env, runtime))  # PostContextAssembly hooks
     max_steps = int(agent.loop.get("maxSteps") or DEFAULT_MAX_STEPS)
+    if subagent is not None and subagent.get("maxSteps"):
+        max_steps = min(max_steps, int(subagent["maxSteps"]))
     max_retries = max(0, int(agent.loop.get("maxRetries") or 0))
     call_timeout_ms = int(agent.loop.get("callTimeoutMs") or 0) or None
     timeout_ms = int(agent.loop.get("timeoutMs") or DEFAULT_TIMEOUT_MS)
@@ -419,6 +523,8 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
                 message["content"] = json.dumps({"summary": "The player answered.", "data": resume["data"]}, ensure_ascii=False)
         business_success = bool(saved.get("businessSuccess"))
         unresolved_failures = dict(saved.get("unresolvedFailures") or {})
+        if deferred is not None:  # tools search-tools loaded before the suspension (no longer deferred: skipped)
+            deferred.activate(saved.get("activatedTools") or [])
         interactions = dict(saved.get("interactions") or {})
         first_step = int(saved.get("step") or 0) + 1
         if first_step > max_steps:
@@ -502,14 +608,14 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
                     result.output = {STORY_OUTPUT_KEY: text}
                     done = True
                     break
-                messages.append({"role": "user", "content": "请写出本回合的故事正文。" if env.snapshot.locale.startswith("zh") else "Write this turn's story prose now."})
+                messages.append({"role": "user", "content": "请写出本回合的故事正文。" if instruction_locale_for(env.snapshot.locale) == ZH_CN else "Write this turn's story prose now."})
                 continue
             needs_tool = (require == "tool-use" and not business_success) or bool(after_tools) or require == "explicit"
             if needs_tool and step < max_steps:
                 # Many OpenAI-compatible hosts (llama.cpp, ollama) ignore a forced tool_choice and
                 # answer in prose: re-prompt once per remaining step with a short framework rule.
                 nudge = tool_required_nudge(tool_choice=tool_choice, offers_done=offers_done, after_tools=after_tools,
-                                            require=require, zh=env.snapshot.locale.startswith("zh"))
+                                            require=require, zh=instruction_locale_for(env.snapshot.locale) == ZH_CN)
                 messages.append({"role": "user", "content": nudge})
                 continue
             if needs_tool:
@@ -563,7 +669,7 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
                         interactions[str(interaction.get("interactionId"))] = interaction
                     if content.get("preGameDone") is True:
                         result.pre_game_done = True
-                if outcome.name != RUNTIME_DONE:
+                if outcome.name not in (RUNTIME_DONE, SEARCH_TOOLS):  # loading tools is not business work
                     business_success = True
                     unresolved_failures.pop(outcome.name, None)
                 if outcome.control == CONTROL_DONE:
@@ -609,7 +715,8 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
                 "reason": str(suspend_content.get("reason") or ""), "resumeSchema": suspend_content.get("resumeSchema") or {},
                 "continuation": {"kind": "agent", "messages": json_copy(messages), "suspendCallId": suspend_call_id,
                                  "step": step, "businessSuccess": business_success,
-                                 "unresolvedFailures": unresolved_failures, "interactions": interactions},
+                                 "unresolvedFailures": unresolved_failures, "interactions": interactions,
+                                 "activatedTools": list(deferred.activated) if deferred is not None else []},
             }
         return
     schema = _output_schema(runtime, env)

@@ -104,6 +104,8 @@ class CommitOutcome:
 
 def _apply_runtime(ctx: CommitContext, table, result: RuntimeResult) -> None:
     for proposal in result.proposals:
+        if proposal.meta.get("invalid"):  # failed its payload check when a tool staged it
+            raise ProposalRejected(P.PROPOSAL_INVALID, str(proposal.meta["invalid"]))
         try:
             proposal.payload = P.proposal_validate(proposal)
         except P.ProposalInvalid as exc:
@@ -219,10 +221,17 @@ def turn_commit(*, session_id: str, plan: CommitPlan, results: list[RuntimeResul
                 ctx.events.extend(hook(session))
             for item in failed:
                 tracer.emit(T.PROPOSAL_FAILED, item, turn_id=turn.turn_id, plugin_id=item["pluginId"], runtime_id=item["runtimeId"])
+            done = {"turnId": turn.turn_id, "origin": turn.origin, "committed": True, "phase": session.phase,
+                    "completedPlayerTurns": session.completed_player_turns, "runtimeCount": len(results),
+                    "resultCount": sum(1 for r in results if r.status == STATUS_SUCCESS)}
+            # The persisted debug record the spec reads an abort reason from (§回合保存之后的收尾):
+            # a trace row only. Subscribers learn of the commit from execution.completed (spec 004
+            # §GET /api/events/stream example), on the runtime topic.
+            tracer.emit(TURN_COMPLETED, done, turn_id=turn.turn_id, forward=False)
             T.trace_rows_write(session_id, plan.trace_id, tracer.take_records())
-            ctx.events.append(NewEvent(type=TURN_COMPLETED, topic="turn", turn_id=turn.turn_id,
-                                       payload={"turnId": turn.turn_id, "origin": turn.origin, "committed": True,
-                                                "phase": session.phase, "completedPlayerTurns": session.completed_player_turns}))
+            ctx.events.append(NewEvent(type=T.EXECUTION_COMPLETED, topic="runtime", turn_id=turn.turn_id, payload=done))
+            # The semantic memory index follows the commit in the background (turns.engine.memory_index).
+            ports.memory_index_changed(session_id)
             rows = session_events_append(session_id, ctx.events)
     except IntegrityError as exc:
         raise CommitFailed("commit_conflict", f"the turn could not be committed: {exc}") from None
@@ -261,6 +270,11 @@ def turn_failure_record(*, session_id: str, plan: CommitPlan, results: list[Runt
             defaults={"execution_id": plan.execution_id, "origin": plan.turn.origin, "committed": False,
                       "abort_reason": abort_reason, "summary": summary},
         )
+        done = {"turnId": plan.turn.turn_id, "origin": plan.turn.origin, "committed": False,
+                "runtimeCount": len(results), "resultCount": sum(1 for r in results if r.status == STATUS_SUCCESS)}
+        if abort_reason:
+            done["abortReason"] = abort_reason
+        tracer.emit(TURN_COMPLETED, done, turn_id=plan.turn.turn_id, forward=False)
         T.trace_rows_write(session_id, plan.trace_id, tracer.take_records())
         if fault_events:
             session_events_append(session_id, fault_events)

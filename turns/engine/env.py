@@ -17,12 +17,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from plugins_app.manifest_files import event_schema_load
 from plugins_app.manifests import PluginManifest, RuntimeManifest
 from plugins_app.registry import PluginRecord, PluginRegistry
 from turns.engine.providers.config import ModelRouter
 from turns.engine.snapshot import SessionSnapshot
 from turns.engine.tools.context import CancelToken
-from plugins_app.toolkit.state import DatasetDeclaration, EventTopic
+from plugins_app.toolkit.state import DatasetDeclaration, EventTopic, SearchableRecord
 from plugins_app.toolkit.definition import Tool, tool
 from plugins_app.toolkit.errors import ToolDefinitionError, ToolRegistrationError
 from turns.engine.tools.executor import ToolExecutor
@@ -134,11 +135,26 @@ class ExecutionEnv:
         for record in self.plugins:
             for item in record.manifest.contributes.events:
                 if isinstance(item, dict) and isinstance(item.get("topic"), str):
-                    schema = item.get("schema") if isinstance(item.get("schema"), dict) else None
+                    # Inline schemas and package-relative schema files alike (spec 000 §emit-event).
+                    schema, problem = event_schema_load(record.manifest.root, item)
                     desc = item.get("description")
                     out.append(EventTopic(topic=item["topic"], plugin_id=record.id, schema=schema,
                                           description=desc if isinstance(desc, str) else "",
-                                          advertise=item.get("advertise", True) is not False))
+                                          advertise=item.get("advertise", True) is not False,
+                                          schema_unavailable=problem is not None))
+        return out
+
+    def searchable_records(self) -> list[SearchableRecord]:
+        """Committed plugin-data records of the active plugins' namespaces declared
+        ``contributes.data.<namespace>.search`` (memory-search archival, spec 000 §插件记忆与向量搜索:
+        没声明的 namespace，框架不读)."""
+        out: list[SearchableRecord] = []
+        for record in self.plugins:
+            for namespace, decl in record.manifest.contributes.data.items():
+                if not isinstance(decl, dict) or not decl.get("search"):
+                    continue
+                for key, value in self.snapshot.plugin_data.get((record.id, namespace), {}).items():
+                    out.append(SearchableRecord(plugin_id=record.id, namespace=namespace, key=key, value=value))
         return out
 
     def datasets(self, plugin_id: str) -> dict[str, DatasetDeclaration]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import time
 
 from typing import Any, Callable
@@ -29,6 +30,7 @@ from plugins_app.manifests import RuntimeManifest
 from plugins_app.code_loading import CodeNotLoadable, plugin_module_cached, runtime_code_path
 from turns.engine import trace as T
 from turns.engine.env import ExecutionEnv
+from turns.engine.function_ctx import HostCallFailed, asset_generations_read, host_apis
 from turns.engine.hooks import pre_tool_use
 from covel.jsoncopy import json_copy
 from turns.engine.runtime import (STATUS_FAILED, STATUS_SKIPPED, STATUS_SUCCESS, STATUS_SUSPENDED, RuntimeFailure, RuntimeResult,
@@ -38,6 +40,8 @@ from plugins_app.toolkit import proposals as P
 from turns.engine.tools.context import ToolContext
 from plugins_app.toolkit.locale import instruction_locale_for
 from turns.engine.tools.executor import STATUS_SUCCESS as CALL_SUCCESS, ToolCall
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_HANDLER_NAME = "handle"
 DEFAULT_GUARD_NAME = "guard"
@@ -79,34 +83,6 @@ def callable_load(env: ExecutionEnv, runtime: RuntimeManifest, declared: str, de
     if not callable(target):
         raise RuntimeFailure("handler_not_loadable", f"{declared} defines no {name or default_name}(ctx)")
     return target
-
-
-class _PluginData:
-    """ctx.plugin_data: the runtime's own plugin's data (reads include its staged writes)."""
-
-    def __init__(self, view: EngineStateView, own: StagedProposals, plugin_id: str, runtime_id: str) -> None:
-        self._view, self._own, self._plugin_id, self._runtime_id = view, own, plugin_id, runtime_id
-
-    def get(self, namespace: str, key: str, default: Any = None) -> Any:
-        exists, value = self._view.plugin_data_get(self._plugin_id, namespace, key)
-        return value if exists else default
-
-    def list(self, namespace: str) -> dict[str, Any]:
-        return self._view.plugin_data_list(self._plugin_id, namespace)
-
-    def set(self, namespace: str, key: str, value: Any) -> None:
-        self._stage(P.Proposal(P.PLUGIN_DATA, {"namespace": namespace, "key": key, "value": value}))
-
-    def delete(self, namespace: str, key: str) -> None:
-        self._stage(P.Proposal(P.PLUGIN_DATA_DELETE, {"namespace": namespace, "key": key}))
-
-    def _stage(self, proposal: P.Proposal) -> None:
-        proposal.plugin_id, proposal.runtime_id = self._plugin_id, self._runtime_id
-        try:
-            proposal.payload = P.proposal_validate(proposal)
-        except P.ProposalInvalid as exc:
-            raise RuntimeFailure("proposal-invalid", str(exc)) from None
-        self._own.extend([proposal])
 
 
 class _Tools:
@@ -178,11 +154,105 @@ class _World:
         """Dimension id → frozen value (a private copy, made on first access)."""
         return {d.id: json_copy(d.value) for d in self._env.snapshot.dimensions}
 
+    def dimension_records(self) -> list[dict[str, Any]]:
+        """The frozen public dimensions with their versions: ``[{id, name, value, version, schema}]``
+        (the dimension editor's compare-and-set base)."""
+        return [{"id": d.id, "name": d.name, "value": json_copy(d.value), "version": d.version,
+                 "schema": json_copy(d.schema)} for d in self._env.snapshot.dimensions]
+
     def characters(self) -> list[dict[str, Any]]:
         return [c.snapshot() for c in self._view.characters()]
 
     def character_schema(self) -> dict[str, Any] | None:
         return self._view.character_schema()
+
+
+class _Model:
+    """ctx.model: one model call for a function runtime that needs the model but no agent loop
+    (memory extraction, history compaction). The slot is chosen as for an agent runtime of the
+    plugin (request model > runtimeModelOverrides > ``function.model`` > the ``plugin`` slot); the
+    offline ``scripted`` provider answers through the plugin's own ``scripted.py``.
+
+    complete(messages, *, tools=None, tool_choice="auto", context=None) → ``{"text": str,
+    "toolCalls": [{"name", "arguments": dict}]}``. Raises RuntimeFailure ``model_error`` (the
+    provider's code in the message) or ``aborted`` when the execution stops. Each call leaves
+    ``llm.calling`` / ``llm.responded`` trace rows."""
+
+    def __init__(self, env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo, emit) -> None:
+        self._env, self._runtime, self._turn, self._emit = env, runtime, turn, emit
+        self.calls = 0
+
+    def complete(self, messages: list[dict[str, Any]], *, tools: list[dict[str, Any]] | None = None,
+                 tool_choice: Any = "auto", context: dict[str, Any] | None = None) -> dict[str, Any]:
+        from turns.engine.providers.base import ModelError, ModelRequest, ModelResponse
+        from turns.engine.providers.config import slot_for_runtime
+
+        env, runtime = self._env, self._runtime
+        manifest_model = runtime.function.model if runtime.function is not None else None
+        slot, model_id = slot_for_runtime(config=env.router.config, runtime_id=runtime.id, is_story=False,
+                                          request_model=env.request_model, overrides=env.snapshot.runtime_model_overrides,
+                                          manifest_model=manifest_model)
+        manifest = env.manifest(runtime.plugin_id)
+        self.calls += 1
+        request = ModelRequest(messages=json_copy(messages), tools=list(tools or []), tool_choice=tool_choice, context={
+            "session_id": env.snapshot.session_id, "runtime_id": runtime.id, "plugin_id": runtime.plugin_id,
+            "plugin_root": str(manifest.root) if manifest else None, "locale": env.snapshot.locale, "is_story": False,
+            "step": self.calls, "turn": self._turn.logical_turn, "turn_kind": self._turn.kind, "function": True,
+            **json_copy(context or {})})
+        self._emit(T.LLM_CALLING, {"step": self.calls, "slot": slot.name, "provider": slot.provider,
+                                   "model": model_id or slot.model, "messages": request.messages})
+        response: ModelResponse | None = None
+        try:
+            for item in env.router.stream(slot, model_id, request):
+                if env.cancel.is_cancelled:
+                    raise RuntimeFailure("aborted", "the execution was stopped")
+                if isinstance(item, ModelResponse):
+                    response = item
+        except ModelError as exc:
+            raise RuntimeFailure("model_error", f"{exc.code}: {exc.message}"[:2000]) from None
+        if response is None:
+            raise RuntimeFailure("model_error", "bad_response: the model stream ended without a response")
+        calls = []
+        for call in response.tool_calls:
+            try:
+                arguments = json.loads(call.arguments or "{}")
+            except ValueError:
+                arguments = None
+            calls.append({"name": call.name, "arguments": arguments if isinstance(arguments, dict) else {}})
+        self._emit(T.LLM_RESPONDED, {"step": self.calls, "text": response.text[:4000], "toolCalls": calls,
+                                     "usage": response.usage.to_json()})
+        return {"text": response.text, "toolCalls": calls}
+
+
+class _Services:
+    """ctx.services: read-only services other active plugins registered (``contributes.services``).
+
+    call(contract, args=None) → ``[{"pluginId", "value"}]``, one per active provider in plugin
+    order (the caller's own plugin included). A provider receives ``(context, args)`` with context
+    ``{sessionId, pluginId, locale, pluginData: {namespace: {key: value}}}`` — its own committed
+    plugin data only (spec 004 §插件记忆: 公共服务只能访问提供者自己的只读快照). A provider that
+    raises is left out (logged)."""
+
+    def __init__(self, env: ExecutionEnv) -> None:
+        self._env = env
+
+    def call(self, contract: str, args: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        env = self._env
+        for record in env.plugins:
+            registration = record.registrations.services.get(contract) if record.registrations else None
+            if registration is None:
+                continue
+            data = {ns: json_copy(rows) for (pid, ns), rows in env.snapshot.plugin_data.items() if pid == record.id}
+            context = {"sessionId": env.snapshot.session_id, "pluginId": record.id, "locale": env.snapshot.locale,
+                       "pluginData": data}
+            try:
+                value = registration.target(context, json_copy(args or {}))
+            except Exception:  # plugin code: one broken provider must not fail the caller
+                logger.warning("service %s of %s failed", contract, record.id, exc_info=True)
+                continue
+            out.append({"pluginId": record.id, "value": json_copy(value)})
+        return out
 
 
 class FunctionContext:
@@ -196,11 +266,14 @@ class FunctionContext:
     ``{eventId, topic, pluginId, payload}``, else None), resume_data / resumed_from_suspension_id (a
     resumed run: the player's answer and the suspension id; else None; returning ``{"outcome":
     "suspended", "reason", "resumeSchema"?}`` suspends the runtime),
-    world (_World), plugin_data (_PluginData), tools (_Tools), log(message).
+    world (_World), plugin_data / pluginData, tools (_Tools), log(message), and the host API of
+    turns.engine.function_ctx (docs/function-runtime-ctx.md): gateway, utils (fetch_with_retry),
+    media (put, ingest_url), progress (report), recursive_call / recursiveCall.
     """
 
     def __init__(self, env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo, view: EngineStateView,
-                 own: StagedProposals, inputs: dict[str, Any], emit, result: RuntimeResult) -> None:
+                 own: StagedProposals, inputs: dict[str, Any], emit, result: RuntimeResult, *,
+                 upstream: list[P.Proposal] | None = None, depth: int = 0, progress_job_id: str | None = None) -> None:
         self.session_id = env.snapshot.session_id
         self.plugin_id = runtime.plugin_id
         self.runtime_id = runtime.id
@@ -225,7 +298,11 @@ class FunctionContext:
         self.logs: list[str] = []
         self._own = own
         self._runtime, self._turn = runtime, turn
-        self.plugin_data = _PluginData(view, own, runtime.plugin_id, runtime.id)
+        apis = host_apis(env, runtime, turn, view, own, list(upstream or []), emit, result, run=function_runtime_run,
+                         depth=depth, progress_job_id=progress_job_id)
+        self.plugin_data = self.pluginData = apis.plugin_data
+        self.gateway, self.utils, self.media, self.progress = apis.gateway, apis.utils, apis.media, apis.progress
+        self.recursive_call = self.recursiveCall = apis.recursive
         tool_names = set()
         selection = runtime.function.tools if runtime.function is not None else None
         if selection is None and runtime.agent is not None:
@@ -240,9 +317,33 @@ class FunctionContext:
             inputs={k: {"value": v} for k, v in inputs.items()},
         )
         self.tools = _Tools(env, self, tool_context, emit, result)
+        self.model = _Model(env, runtime, turn, emit)
+        self.services = _Services(env)
+        self._env = env
 
     def log(self, message: str) -> None:
         self.logs.append(str(message))
+
+    def history(self) -> list[dict[str, Any]]:
+        """The committed story history (player messages and story prose, the snapshot's last
+        turn_messages rows), oldest first: ``[{"turnId", "role": "user" | "assistant", "text"}]``.
+        A detached job sees its source turn as the newest turn."""
+        out = []
+        for row in self._env.snapshot.history:
+            if row.get("role") not in ("user", "assistant"):
+                continue
+            content = row.get("content")
+            text = content.get("text") if isinstance(content, dict) else content
+            if isinstance(text, str) and text.strip():
+                out.append({"turnId": row.get("turn_id"), "role": row["role"], "text": text})
+        return out
+
+    def trace(self, type: str, payload: dict[str, Any]) -> None:
+        """A trace-only row of this runtime (e.g. ``context.compaction.failed``); never forwarded
+        to the action stream."""
+        self._env.tracer.emit(type, {"runtimeId": self.runtime_id, "pluginId": self.plugin_id, **json_copy(payload)},
+                              turn_id=self._turn.turn_id, plugin_id=self.plugin_id, runtime_id=self.runtime_id,
+                              forward=False)
 
 
 def handler_return_apply(value: Any, ctx: FunctionContext, result: RuntimeResult) -> None:
@@ -264,6 +365,7 @@ def handler_return_apply(value: Any, ctx: FunctionContext, result: RuntimeResult
             except P.ProposalInvalid as exc:
                 raise RuntimeFailure("proposal-invalid", str(exc)) from None
             ctx._own.extend([proposal])
+        ctx._own.extend(asset_generations_read(value, ctx.plugin_id, ctx.runtime_id))
         for item in value.get("pluginData") or []:
             if not isinstance(item, dict):
                 raise RuntimeFailure("proposal-invalid", "pluginData[] items must be {namespace, key, value}")
@@ -317,7 +419,7 @@ def guard_run(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo, *, up
     started = time.monotonic()
     try:
         guard = callable_load(env, runtime, runtime.guard, DEFAULT_GUARD_NAME)
-        ctx = FunctionContext(env, runtime, turn, view, own, inputs, emit, result)
+        ctx = FunctionContext(env, runtime, turn, view, own, inputs, emit, result, upstream=upstream)
         value = guard(ctx)
         if value is None:
             return None
@@ -341,8 +443,11 @@ def guard_run(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo, *, up
 
 
 def function_runtime_run(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo, *, upstream: list[P.Proposal],
-                         inputs: dict[str, Any], run_id: str) -> RuntimeResult:
-    """Run a function runtime. Never raises for a runtime failure (status failed, error set)."""
+                         inputs: dict[str, Any], run_id: str, depth: int = 0,
+                         progress_job_id: str | None = None) -> RuntimeResult:
+    """Run a function runtime. Never raises for a runtime failure (status failed, error set).
+    depth: 0 for a scheduled run, n for a run started by ctx.recursive_call n levels down.
+    progress_job_id: a resumed run's carried ctx.progress job (its continuation's ``progressJobId``)."""
     assert runtime.function is not None
     result = RuntimeResult(runtime_id=runtime.id, plugin_id=runtime.plugin_id, stage=runtime.stage,
                            status=STATUS_SUCCESS, run_id=run_id)
@@ -352,9 +457,11 @@ def function_runtime_run(env: ExecutionEnv, runtime: RuntimeManifest, turn: Turn
     emit = _emitter(env, runtime, turn)
     started = time.monotonic()
     emit(T.FUNCTION_EXECUTING, {"handler": runtime.function.handler})
+    ctx: FunctionContext | None = None
     try:
         handler = callable_load(env, runtime, runtime.function.handler, DEFAULT_HANDLER_NAME)
-        ctx = FunctionContext(env, runtime, turn, view, own, inputs, emit, result)
+        ctx = FunctionContext(env, runtime, turn, view, own, inputs, emit, result, upstream=upstream, depth=depth,
+                              progress_job_id=progress_job_id)
         value = handler(ctx)
         if ctx.failed:
             raise RuntimeFailure("tool_failed", "a ctx.tools.call failed; the runtime's writes are discarded")
@@ -364,7 +471,8 @@ def function_runtime_run(env: ExecutionEnv, runtime: RuntimeManifest, turn: Turn
             schema = value.get("resumeSchema") if isinstance(value.get("resumeSchema"), dict) else {"type": "object"}
             result.status = STATUS_SUSPENDED
             result.suspension = {"reason": str(value.get("reason") or ""), "resumeSchema": schema,
-                                 "continuation": {"kind": "function", "inputs": json_copy(inputs)}}
+                                 "continuation": {"kind": "function", "inputs": json_copy(inputs),
+                                                  "progressJobId": ctx.progress.job_id if ctx.progress.is_started else None}}
             result.proposals = own.items()
         else:
             handler_return_apply(value, ctx, result)
@@ -374,11 +482,15 @@ def function_runtime_run(env: ExecutionEnv, runtime: RuntimeManifest, turn: Turn
         result.status, result.error = STATUS_FAILED, {"message": exc.message, "code": exc.code}
     except ToolCallFailed as exc:
         result.status, result.error = STATUS_FAILED, {"message": str(exc), "code": "tool_failed"}
+    except HostCallFailed as exc:  # an uncaught ctx.gateway / utils / media / recursiveCall failure
+        result.status, result.error = STATUS_FAILED, {"message": exc.message[:2000], "code": exc.code}
     except Exception as exc:  # plugin code may raise anything; only this runtime fails
         result.status, result.error = STATUS_FAILED, {"message": f"{type(exc).__name__}: {exc}", "code": "handler_error"}
     result.duration_ms = int((time.monotonic() - started) * 1000)
     if result.status == STATUS_FAILED:
         result.proposals, result.pending_inputs = [], []
+    if ctx is not None:
+        ctx.progress.finish({STATUS_SUCCESS: "succeeded", STATUS_SUSPENDED: "waiting-input"}.get(result.status, "failed"))
     emit(T.FUNCTION_COMPLETED, {"status": result.status, "durationMs": result.duration_ms})
     return result
 

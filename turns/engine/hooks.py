@@ -25,7 +25,7 @@ event run one after another; a ``replace`` reaches the next handler.
   model, tools, stream}``; ``replace.messages`` / ``replace.model`` / ``replace.tools`` change that
   call only (the runtime's own transcript is not changed).
 - ``post_runtime(env, runtime, turn, result) -> result``: payload ``{result}`` (the runtime result
-  summary with ``output`` / ``text``); ``replace.result`` may set ``status`` (success | failed |
+  summary with ``output`` / ``text`` / ``usage`` ``{input, output}`` tokens of its model calls); ``replace.result`` may set ``status`` (success | failed |
   skipped), ``output``, ``error``, ``text``; the ids stay. A result turned away from success keeps
   none of its proposals.
 - ``pre_tool_use(env, runtime, turn, name, arguments) -> PreToolDecision``: each hook sees the call
@@ -300,7 +300,7 @@ def post_runtime(env, runtime, turn, result):
     """Run the PostRuntime hooks after one runtime finished; returns the (possibly rewritten) result."""
     registrations = _registrations(env, POST_RUNTIME)
     for registration in registrations:
-        view = {**result.summary(), "output": result.output, "text": result.text}
+        view = {**result.summary(), "output": result.output, "text": result.text, "usage": dict(result.usage)}
         answer = hook_call(registration, _payload(env, turn, POST_RUNTIME, registration, runtime, result=view))
         _fired(env, turn, POST_RUNTIME, answer, runtime.id, None)
         new = (answer.replace or {}).get("result") if answer.action != ACTION_ABORT and not answer.error else None

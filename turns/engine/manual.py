@@ -66,6 +66,7 @@ def manual_runtime_run(
     plugin_registry: Any = None,
     model_router: ModelRouter | None = None,
     code_grants: CodeGrants | None = None,
+    logical_turn: int | None = None,
 ) -> ManualRunOutcome:
     """Run ``runtime_id`` once in its own turn and commit it (see the module docstring).
 
@@ -73,6 +74,8 @@ def manual_runtime_run(
     request's X-Plugin-User-Settings (merged over world and manifest defaults). code_grants: as
     for ``execution_run``. Raises RuntimeJobRejected("runtime_not_active") when the runtime is not
     active in the session. Never raises for a runtime failure (``result.status == "failed"``).
+    logical_turn: the turn number the run sees (a retry from a recorded turn passes that turn's, so
+    what it settles keys the same source); default the next player turn.
     """
     from sessions.models import Session
 
@@ -98,7 +101,7 @@ def manual_runtime_run(
                        executor=executor, router=model_router, tracer=tracer, cancel=cancel or CancelToken(),
                        code_grants=code_grants, user_settings=_user_settings(records, snapshot.world.metadata, plugin_settings))
     turn = TurnInfo(turn_id=str(uuid.uuid4()), kind="main", origin=ORIGIN_MANUAL,
-                    logical_turn=snapshot.completed_player_turns + 1, manual_payload=manual_payload)
+                    logical_turn=logical_turn or snapshot.completed_player_turns + 1, manual_payload=manual_payload)
     tracer.emit(T.EXECUTION_STARTED, {"turnId": turn.turn_id, "origin": ORIGIN_MANUAL, "phase": snapshot.phase, "kind": "main",
                                       "runtimeId": runtime.id}, turn_id=turn.turn_id)
     result = runtime_run(env, runtime, turn, inputs=dict(inputs or {}))

@@ -9,18 +9,25 @@ the embedded text, so an edited item is re-embedded and a disabled or deleted on
 source data).
 
 When it is written: ``memory_index_write`` embeds the items that have no vector for their current
-text. memory-search calls it before each vector query (so a turn's recall sees everything committed
-before it, with the request's own provider keys), and the background re-index of a rebuild calls it
-over the session's rows. The first write locks the session to the embedding model that made it
+text. Every commit (a turn's or a runtime job's) sends ``jobs.memory_index_update`` after it
+commits (``memory_index_update``: the session's new messages, summaries, lorebook, characters and
+searchable plugin data, once its index is locked); memory-search also calls it before each vector
+query (so a turn's recall sees everything committed before it, with the request's own provider
+keys, even when the update task has not run yet), and the background re-index of a rebuild calls
+it over the session's rows. The first write locks the session to the embedding model that made it
 (``MemoryIndex``: provider, modelName, dim, lockedAt). While the configured model differs from the
 lock (``stale``) nothing is written and recall is keyword-only. ``VECTOR_BACKEND=none`` turns off
 locking, writing and vector recall; existing vectors are kept.
 
-Search method: exact cosine (a dot product of unit vectors, numpy) over the session's vectors.
-A session holds at most ~500 recall items plus its archival items, where this costs well under a
-millisecond per thousand vectors (tests/bench/memory_index.py); it stops being the right tool
-somewhere past ~100,000 vectors per session (tens of ms plus loading the blobs), where an ANN index
-(pgvector HNSW, sqlite-vec) would replace it.
+Search method: exact cosine (a dot product of unit vectors, numpy) over the session's vectors,
+decoded once per process and kept while the session's MemoryIndex row is unchanged
+(``_session_vectors``). Measured on the 2-core machine (tests/bench/memory_recall.py, SQLite):
+the vector side of one recall takes ~60 ms at 1,000 items and ~300 ms at 10,000 (~600 ms for the
+first recall after a write, which reloads the blobs), dominated by per-item Python work and the
+blob load, not by the cosine itself. A session holds at most ~500 recall items plus its archival
+items, where this is fine; it stops being fine at a few thousand items per session (recall past
+~100 ms per call), where an ANN index in the database (pgvector HNSW, sqlite-vec) with the
+candidate filter in SQL would replace it.
 
 Concurrency: embedding happens outside any transaction; the write runs in one transaction that
 first locks the session's ``MemoryIndex`` row (``select_for_update``; SQLite serialises writers
@@ -30,9 +37,12 @@ lock no longer matches. A rebuild takes the same row lock, so it waits for in-fl
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -78,14 +88,57 @@ class MemoryItem:
     kind: str | None = None
     label: str | None = None
 
-    @property
+    @functools.cached_property
     def text_hash(self) -> str:
+        # cached: recall compares every item's hash twice (index write, then ranking)
         return hashlib.sha1(self.text.encode("utf-8")).hexdigest()
 
 
 def vectors_enabled() -> bool:
     """False under ``VECTOR_BACKEND=none`` (spec 004 §向量配置)."""
     return getattr(settings, "VECTOR_BACKEND", "database") != "none"
+
+
+#: ``vector.driver`` of GET /api/health: exact cosine in process memory (numpy) over the vectors the
+#: database stores — none of the spec's extension drivers (sqlite-vec / pgvector) is used.
+DRIVER_IN_MEMORY = "in-memory"
+#: Physical tables holding vectors: one (``turns_memoryvector``) for every model, keyed by session.
+VECTOR_TABLES = 1
+
+
+def vector_status() -> dict[str, Any]:
+    """The ``vector`` section of GET /api/health (spec 004 §健康检查): ``{capable, driver,
+    modelCount, tableCount}``. Off (``none``) under VECTOR_BACKEND=none or without numpy;
+    modelCount: distinct (provider, modelName) the sessions' indexes are locked to."""
+    from turns.models import MemoryIndex
+
+    if not vectors_enabled():
+        return {"capable": False, "driver": "none", "modelCount": 0, "tableCount": 0}
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        return {"capable": False, "driver": "none", "modelCount": 0, "tableCount": 0}
+    models = MemoryIndex.objects.exclude(provider="").values_list("provider", "model_name").distinct().count()
+    return {"capable": True, "driver": DRIVER_IN_MEMORY, "modelCount": models, "tableCount": VECTOR_TABLES}
+
+
+#: Where history summaries live (the history-compaction plugin's ``summaries`` namespace): the
+#: ``role: summary`` results of memory-search recall (spec 000 §插件记忆与向量搜索).
+HISTORY_SUMMARY_PLUGIN = "history-compaction"
+HISTORY_SUMMARY_NAMESPACE = "summaries"
+
+
+def history_summaries_of(rows: dict[str, Any]) -> list:
+    """Summary segments ``{text, ...}`` of ``rows`` (key order = oldest first) as recall messages."""
+    from plugins_app.toolkit.state import MemoryMessage
+
+    out = []
+    for key in sorted(rows):
+        value = rows[key]
+        text = value.get("text") if isinstance(value, dict) else None
+        if isinstance(text, str) and text.strip():
+            out.append(MemoryMessage(role="summary", text=text, message_id=f"summary-{key}"))
+    return out
 
 
 # ------------------------------------------------------------------------------------ items
@@ -125,22 +178,43 @@ def memory_items(state: Any, *, scope: str = "all") -> list[MemoryItem]:
 
 
 def memory_items_of_session(session: Any) -> list[MemoryItem]:
-    """The session's committed items (messages, lorebook, characters) for the background re-index.
-    Searchable plugin data needs the plugin registry and is indexed by memory-search itself."""
+    """The session's committed items (history summaries, messages, lorebook, characters, the
+    active plugins' searchable plugin data) for the background re-index and the index update after
+    a commit."""
     from turns.engine.snapshot import session_snapshot_load
 
     snapshot = session_snapshot_load(session)
-    return memory_items(_SnapshotItems(snapshot))
+    return memory_items(_SnapshotItems(snapshot, searchable=_searchable_records(snapshot)))
+
+
+def _searchable_records(snapshot: Any) -> list:
+    """The committed records of the session's active plugins' ``search`` namespaces (the same
+    items memory-search ranks, turns.engine.env.ExecutionEnv.searchable_records)."""
+    from plugins_app.registry import plugin_registry
+    from plugins_app.toolkit.state import SearchableRecord
+
+    registry = plugin_registry()
+    out = []
+    for plugin_id in snapshot.active_plugins:
+        record = registry.get(plugin_id)
+        if record is None or not record.is_loaded:
+            continue
+        for namespace, decl in record.manifest.contributes.data.items():
+            if isinstance(decl, dict) and decl.get("search"):
+                for key, value in snapshot.plugin_data.get((plugin_id, namespace), {}).items():
+                    out.append(SearchableRecord(plugin_id=plugin_id, namespace=namespace, key=key, value=value))
+    return out
 
 
 class _SnapshotItems:
     """The reads ``memory_items`` makes, over a committed SessionSnapshot (no staged proposals)."""
 
-    def __init__(self, snapshot: Any) -> None:
+    def __init__(self, snapshot: Any, *, searchable: list | None = None) -> None:
         self._snapshot = snapshot
+        self._searchable = list(searchable or [])
 
     def history_summaries(self) -> list:
-        return []
+        return history_summaries_of(self._snapshot.plugin_data.get((HISTORY_SUMMARY_PLUGIN, HISTORY_SUMMARY_NAMESPACE), {}))
 
     def recent_messages(self, limit: int) -> list:
         return list(self._snapshot.messages[-limit:])
@@ -152,7 +226,7 @@ class _SnapshotItems:
         return list(self._snapshot.characters)
 
     def searchable_plugin_data(self) -> list:
-        return []
+        return self._searchable
 
 
 # ------------------------------------------------------------------------------------ state
@@ -222,7 +296,7 @@ def memory_index_write(session_id: str, choice: EmbeddingChoice, items: Iterable
     embedder = choice.embedder
     assert embedder is not None
     items = list({item.key: item for item in items}.values())
-    have = dict(MemoryVector.objects.filter(session_id=session_id).values_list("item_key", "text_hash"))
+    have = _session_vectors(session_id).hashes
     missing = [item for item in items if have.get(item.key) != item.text_hash]
     if not missing:
         return 0
@@ -251,6 +325,64 @@ def memory_index_write(session_id: str, choice: EmbeddingChoice, items: Iterable
     return len(missing)
 
 
+# ------------------------------------------------------------------------------------ vectors in memory
+
+#: Sessions whose decoded vectors this process keeps (least recently used dropped first).
+VECTOR_CACHE_SESSIONS = 16
+_vector_cache: "OrderedDict[str, _SessionVectors]" = OrderedDict()
+_vector_cache_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class _SessionVectors:
+    """A session's stored vectors decoded once: ``hashes`` item_key → text hash, ``rows`` item_key
+    → row of ``matrix`` (n × dim float32, None when empty; rows of another dim are left out)."""
+
+    stamp: tuple | None
+    hashes: dict[str, str]
+    rows: dict[str, int]
+    matrix: Any
+    dim: int
+
+
+def _session_vectors(session_id: str) -> _SessionVectors:
+    """The session's vectors, from this process's cache while the session's MemoryIndex row is
+    unchanged (every index write and rebuild saves it: ``generation`` + ``updated_at`` is the
+    stamp, one single-row query), else loaded from the database. Loading and decoding the blobs is
+    what recall spends its time on past a few hundred items (tests/bench/memory_recall.py); the
+    stamp is read before the rows, so a write racing the load only makes the next call reload."""
+    import numpy as np
+
+    from turns.models import MemoryIndex, MemoryVector
+
+    stamp = MemoryIndex.objects.filter(session_id=session_id).values_list("generation", "updated_at").first()
+    with _vector_cache_lock:
+        cached = _vector_cache.get(session_id)
+        if cached is not None and stamp is not None and cached.stamp == tuple(stamp):
+            _vector_cache.move_to_end(session_id)
+            return cached
+    hashes: dict[str, str] = {}
+    rows: dict[str, int] = {}
+    blobs: list[bytes] = []
+    dim = 0
+    for key, text_hash, blob in MemoryVector.objects.filter(session_id=session_id).values_list("item_key", "text_hash", "vector"):
+        blob = bytes(blob)
+        hashes[key] = text_hash
+        dim = dim or len(blob) // 4
+        if len(blob) == 4 * dim:
+            rows[key] = len(blobs)
+            blobs.append(blob)
+    matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), dim) if blobs else None
+    loaded = _SessionVectors(tuple(stamp) if stamp is not None else None, hashes, rows, matrix, dim)
+    if stamp is not None:
+        with _vector_cache_lock:
+            _vector_cache[session_id] = loaded
+            _vector_cache.move_to_end(session_id)
+            while len(_vector_cache) > VECTOR_CACHE_SESSIONS:
+                _vector_cache.popitem(last=False)
+    return loaded
+
+
 # ------------------------------------------------------------------------------------ search
 
 
@@ -260,8 +392,6 @@ def memory_vector_rank(session_id: str, choice: EmbeddingChoice, query: str, ite
     off, stale or failed (the caller ranks by keywords). Indexes missing items first."""
     import numpy as np
 
-    from turns.models import MemoryVector
-
     if not items or not memory_index_usable(session_id, choice):
         return None
     try:
@@ -270,18 +400,15 @@ def memory_vector_rank(session_id: str, choice: EmbeddingChoice, query: str, ite
     except EmbeddingError as exc:
         logger.info("memory-search falls back to keywords: %s", exc.message)
         return None
-    rows = {key: (h, bytes(v)) for key, h, v in
-            MemoryVector.objects.filter(session_id=session_id).values_list("item_key", "text_hash", "vector")}
-    positions, blobs = [], []
-    for i, item in enumerate(items):
-        row = rows.get(item.key)
-        if row is not None and row[0] == item.text_hash and len(row[1]) == 4 * len(vector):
-            positions.append(i)
-            blobs.append(row[1])
+    stored = _session_vectors(session_id)
+    if stored.matrix is None or stored.dim != len(vector):
+        return None
+    hashes, where = stored.hashes, stored.rows
+    positions = [i for i, item in enumerate(items) if hashes.get(item.key) == item.text_hash and item.key in where]
+    rows = [where[items[i].key] for i in positions]
     if not positions:
         return None
-    matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(positions), len(vector))
-    scores = matrix @ np.asarray(vector, dtype=np.float32)
+    scores = stored.matrix[np.asarray(rows)] @ np.asarray(vector, dtype=np.float32)
     order = np.argsort(-scores, kind="stable")
     return [(positions[j], float(scores[j])) for j in order]
 
@@ -369,6 +496,29 @@ def memory_index_reindex(session_id: str, generation: int, choice: EmbeddingChoi
     MemoryIndex.objects.filter(session_id=session_id, generation=generation).update(
         rebuild_state=state, updated_at=timezone.now(), **done)
     return written
+
+
+def memory_index_update(session_id: str, choice: EmbeddingChoice) -> int:
+    """Index what a commit added (``jobs.memory_index_update``, sent after every turn or job commit).
+    Only for a session whose index is locked (its first recall or a rebuild locked it) and usable
+    with ``choice`` (not stale): an unlocked session is indexed by its first memory-search, a
+    running re-index covers the commit itself. Returns items written; an embedding failure is
+    logged and leaves the rest to the next update or memory-search."""
+    from sessions.models import Session
+
+    row = _index_row(session_id)
+    if row is None or not row.provider or row.rebuild_state == REBUILD_RUNNING:
+        return 0
+    if not memory_index_usable(session_id, choice):
+        return 0
+    session = Session.objects.filter(id=session_id).first()
+    if session is None:
+        return 0
+    try:
+        return memory_index_write(session_id, choice, memory_items_of_session(session), generation=row.generation)
+    except EmbeddingError as exc:
+        logger.info("memory index update of %s skipped: %s", session_id, exc.message)
+        return 0
 
 
 def memory_choice_default() -> EmbeddingChoice:

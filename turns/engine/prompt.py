@@ -253,12 +253,28 @@ def completion_text(*, is_story: bool, offers_done: bool, after_tools: list[str]
     return "完成后用一句话说明结果。" if zh else "When finished, reply with one short sentence."
 
 
-def history_messages(snapshot: SessionSnapshot, *, max_turns: int | None, budget_scale: float = 1.0) -> tuple[list[dict[str, Any]], bool]:
+def history_messages(snapshot: SessionSnapshot, *, max_turns: int | None, budget_scale: float = 1.0,
+                     compaction: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], bool]:
     """Story history (player messages and story prose) as chat messages, newest turns within budget.
 
+    compaction: ``{"text", "throughTurnId"}`` of a history.compact@1 provider (history-compaction):
+    the turns up to and including ``throughTurnId`` are left out and the summary comes first, as a
+    system message (a summary whose turn is no longer in the kept rows still leads).
     Returns (messages oldest first, was_pruned).
     """
     rows = [h for h in snapshot.history if h["role"] in ("user", "assistant")]
+    summary: list[dict[str, Any]] = []
+    if compaction:
+        through = compaction.get("throughTurnId")
+        order = []
+        for row in rows:
+            if not order or order[-1] != row["turn_id"]:
+                order.append(row["turn_id"])
+        if through in order:
+            covered = set(order[:order.index(through) + 1])
+            rows = [r for r in rows if r["turn_id"] not in covered]
+        zh = (snapshot.locale or "").lower().startswith("zh")
+        summary = [{"role": "system", "content": ("[前情提要]\n" if zh else "[EARLIER STORY — SUMMARY]\n") + compaction["text"]}]
     turns: list[str] = []
     for row in rows:
         if not turns or turns[-1] != row["turn_id"]:
@@ -279,4 +295,4 @@ def history_messages(snapshot: SessionSnapshot, *, max_turns: int | None, budget
         total += len(text)
         out.append({"role": row["role"], "content": text})
     out.reverse()
-    return out, pruned
+    return summary + out, pruned

@@ -203,6 +203,10 @@ def _logical_turn(row, session_turns: int) -> int:
     return max(1, session_turns)
 
 
+#: The logical turn of a recorded TurnResult row (public name of ``_logical_turn``; plugin-rpc retries).
+logical_turn_of = _logical_turn
+
+
 def retry_scope_resolve(session_id: str, *, runtime_ids: list[str], source_turn_id: str | None,
                         runtimes: dict[str, Any], completed_player_turns: int) -> RetryScope:
     """Check a retry_runtime / retry_failed_runtimes request against the session as it is now (the

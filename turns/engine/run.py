@@ -251,6 +251,21 @@ class _Runner:
         kind = self.execution.type
         env = self._env()
         snapshot = env.snapshot
+        if kind == TYPE_SUBMIT_ACTIONS and snapshot.phase == "playing":
+            # Pending dimension settlements are retried once first (spec 004 §维度编辑与待结算恢复).
+            retried, pending = ports.settlements_retry(self.session_id, plugin_registry=self.plugin_registry, router=self.router,
+                                                       code_grants=self.code_grants, plugin_settings=self.plugin_settings)
+            if pending:
+                from turns.engine.settlements import ABORT_MESSAGE, ABORT_SETTLEMENT_PENDING
+
+                aborted_id = str(uuid.uuid4())
+                self.turn_ids.append(aborted_id)
+                return self._completed(committed=False, turn_id=aborted_id, origin=ORIGIN_PLAYER,
+                                       abort_reason=ABORT_SETTLEMENT_PENDING,
+                                       error={"code": ABORT_SETTLEMENT_PENDING, "message": ABORT_MESSAGE, "pending": pending})
+            if retried:
+                env = self._env()  # the retry committed new dimension values
+                snapshot = env.snapshot
         player_input: PlayerInput | None = None
         answers: list[dict[str, Any]] = []
         action_kind = None
@@ -386,8 +401,7 @@ class _Runner:
         plan.followers = [] if turn.retry_source_turn_id else followers_plan(env, turn, results)
         versions = _plugin_versions(env)
         deferred = [r for r in results if isinstance(r, DeferredResult)]
-        if deferred:
-            plan.in_transaction.append(_jobs_enqueue_hook(self._deferred_jobs(env, turn, deferred, versions)))
+        deferred_jobs = self._deferred_jobs(env, turn, deferred, versions) if deferred else []
         setup_ids = _setup_runtime_ids(env)
         max_counts = {r.id: r.trigger.max_trigger_count for r in env.runtimes() if r.stage == "setup"}
         phase_became_playing = False
@@ -414,11 +428,15 @@ class _Runner:
                                       and (player_input is not None or self.execution.type == TYPE_RETRY_TURN)
                                       and (plan.phase or snapshot.phase) == "playing")
         suspensions = suspension_rows_hook(results=results, turn=turn, count_policy=plan.count_player_turn,
-                                           player_turns=snapshot.completed_player_turns, plugin_versions=versions)
+                                           player_turns=snapshot.completed_player_turns, plugin_versions=versions,
+                                           held_jobs=deferred_jobs)
         if suspensions is not None:
-            # Saved with the turn's writes; the player turn counts on the last resume (spec 004 §挂起与回合计数).
+            # Saved with the turn's writes; the player turn counts on the last resume, and the
+            # detached jobs wait with the suspension (spec 004 §挂起与回合计数).
             plan.in_transaction.append(suspensions)
             plan.count_player_turn = False
+        elif deferred_jobs:
+            plan.in_transaction.append(_jobs_enqueue_hook(deferred_jobs))
         if story_failed:
             error = next(r.error for r in results if r.is_story and r.status == STATUS_FAILED)
             turn_failure_record(session_id=self.session_id, plan=plan, results=results, tracer=self.tracer, error=error)
@@ -434,7 +452,8 @@ class _Runner:
             turn_failure_record(session_id=self.session_id, plan=plan, results=results, tracer=self.tracer, error=error)
             return _TurnOutcome(committed=False, error=error, failed_runtime_ids=failed_ids)
         for row in committed.events:
-            if row.type in T.FORWARDED_EVENT_TYPES:
+            # The subscribers' commit notice; the action stream ends with its own execution.completed.
+            if row.type in T.FORWARDED_EVENT_TYPES and row.type != T.EXECUTION_COMPLETED:
                 self.sink.emit(row.type, row.payload, turn_id=turn.turn_id)
         for result in results:
             if result.is_story and result.status == STATUS_SUCCESS and result.text:

@@ -128,7 +128,14 @@ class EngineStateView:
         self._searchable = searchable
 
     def _staged(self) -> list[P.Proposal]:
-        return self._upstream + self._own.items()
+        # A write that failed its payload check is staged for the commit to reject (proposal-invalid),
+        # never read back (its payload may not have its kind's shape).
+        return [p for p in self._upstream + self._own.items() if not p.meta.get("invalid")]
+
+    def staged_proposals(self) -> list[P.Proposal]:
+        """Upstream and own staged writes, in order (what a delegate's sub-agent reads on top of the
+        snapshot)."""
+        return self._staged()
 
     def characters(self) -> list[CharacterRecord]:
         return characters_overlay(self._snapshot.characters, self._staged())
@@ -155,7 +162,9 @@ class EngineStateView:
         return list(self._snapshot.messages[-limit:]) if limit > 0 else []
 
     def history_summaries(self) -> list[MemoryMessage]:
-        return []
+        from turns.engine.memory_index import HISTORY_SUMMARY_NAMESPACE, HISTORY_SUMMARY_PLUGIN, history_summaries_of
+
+        return history_summaries_of(self.plugin_data_list(HISTORY_SUMMARY_PLUGIN, HISTORY_SUMMARY_NAMESPACE))
 
     def lorebook_entries(self) -> list[LorebookEntry]:
         entries = {e.id: e for e in self._snapshot.lorebook}
@@ -177,3 +186,4 @@ class EngineStateView:
 
     def datasets(self, plugin_id: str) -> dict[str, DatasetDeclaration]:
         return self._datasets(plugin_id)
+

@@ -16,6 +16,18 @@ What a row's ``payload`` holds (never returned by the list route):
 - ``touched``: the content, at suspension, of every record the buffered writes touch — a plugin-data
   key, a character, the character schema, a lorebook entry — compared again before a resume runs
   and at its commit (``data-changed``).
+- ``heldJobs``: the job specs of the turn's detached runtimes (``schedule.detached``). A turn that
+  suspends holds them back (spec 004 §挂起与回合计数 / §再次挂起): no RuntimeJob row exists while the
+  turn waits, a re-suspension hands them to the new row, and they are staged (``runtime_jobs_stage``,
+  queued after the commit) in the transaction that ends the logical turn — its last successful
+  resume, or the abandonment / expiry / voiding of its last waiting suspension. Every row of one
+  logical turn carries the same list; only the last one to end stages it, so it is staged once.
+- ``progressJobId`` (in ``continuation``): the ctx.progress job of a suspended function runtime,
+  ``waiting-input`` while the chain waits; ``cancelled`` when the suspension is abandoned, expires
+  or is voided (``job-status.updated`` in the same transaction).
+- ``stage`` ``setup``: a suspended setup runtime keeps its setup state pending (the attempt is not
+  counted); its resume settles it and may switch the phase, its abandonment counts the attempt as
+  failed (pending again, or blocked at maxTriggerCount; spec 004 §Setup runtime 控制).
 
 Resuming a row is turns.engine.resume (``suspension_resume_run``).
 """
@@ -114,10 +126,13 @@ def records_content(session_id: str, keys: list[str]) -> dict[str, Any]:
 
 
 def suspension_rows_hook(*, results: list[RuntimeResult], turn: TurnInfo, count_policy: bool, player_turns: int,
-                         plugin_versions: dict[str, str | None]):
+                         plugin_versions: dict[str, str | None], held_jobs: list[dict[str, Any]] | None = None):
     """The CommitPlan ``in_transaction`` hook that saves the turn's suspended results: one row each,
-    the older pending suspension of the same runtime abandoned in the same transaction (no event),
-    and a ``turn.suspended`` NewEvent per row. Returns None when nothing suspended."""
+    the older pending suspension of the same runtime abandoned in the same transaction (no event
+    of its own: its progress job is cancelled and the jobs it held are staged), and a
+    ``turn.suspended`` NewEvent per row. ``held_jobs``: the turn's detached job specs
+    (``[{jobId, pluginId, runtimeId, payload}]``), held by the rows instead of being staged now.
+    Returns None when nothing suspended (the caller stages ``held_jobs`` itself)."""
     suspended = [r for r in results if r.status == STATUS_SUSPENDED and r.suspension is not None]
     if not suspended:
         return None
@@ -128,8 +143,8 @@ def suspension_rows_hook(*, results: list[RuntimeResult], turn: TurnInfo, count_
         events = []
         expires = timezone.now() + timedelta(seconds=ttl_seconds())
         for result in suspended:
-            Suspension.objects.filter(session=session, runtime_id=result.runtime_id,
-                                      status__in=(STATUS_PENDING,)).update(status=STATUS_ABANDONED, resolved_at=timezone.now())
+            for old in Suspension.objects.filter(session=session, runtime_id=result.runtime_id, status=STATUS_PENDING):
+                events.extend(_superseded_finish(session, old))
             suspension_id = f"susp_{uuid.uuid4().hex[:16]}"
             payload = {
                 "continuation": result.suspension["continuation"],
@@ -138,7 +153,7 @@ def suspension_rows_hook(*, results: list[RuntimeResult], turn: TurnInfo, count_
                 "playerTurns": player_turns, "pluginVersion": plugin_versions.get(result.plugin_id),
                 "turnKind": turn.kind, "stage": result.stage, "reason": result.suspension["reason"],
                 "touched": records_content(session.pk, touched_keys(result.proposals)),
-                "expiresAt": expires.isoformat(),
+                "expiresAt": expires.isoformat(), "heldJobs": json_copy(held_jobs or []),
             }
             Suspension.objects.create(session=session, suspension_id=suspension_id, turn_id=turn.turn_id,
                                       plugin_id=result.plugin_id, runtime_id=result.runtime_id, status=STATUS_PENDING,
@@ -187,20 +202,99 @@ def suspension_expired(row: Any) -> bool:
         return False
 
 
-def abandon_in_transaction(session: Any, row: Any) -> bool:
-    """Abandon ``row`` (inside a transaction holding the locked session): delete it and, when it
-    was the last suspension its logical turn waited on and that turn would have counted, count the
-    player turn. Returns whether the turn was counted."""
+def logical_turn_waiting(session: Any, payload: dict[str, Any], *, exclude_pk: Any = None) -> bool:
+    """Whether another suspension of the same logical turn still waits (pending or being resumed)."""
     from turns.models import Suspension
+
+    others = Suspension.objects.filter(session=session, status__in=(STATUS_PENDING, STATUS_RESUMING))
+    if exclude_pk is not None:
+        others = others.exclude(pk=exclude_pk)
+    return any((o.payload or {}).get("logicalTurnId") == payload.get("logicalTurnId") for o in others)
+
+
+def held_jobs_release(session: Any, payload: dict[str, Any]) -> list[NewEvent]:
+    """Stage the detached jobs the logical turn held (inside the transaction that ends it; the
+    jobs are queued after its commit). Returns their ``runtime.deferred`` / ``job-status.updated``
+    events. Nothing when the row held none."""
+    jobs = payload.get("heldJobs") or []
+    if not jobs:
+        return []
+    from turns.engine import ports
+
+    return list(ports.runtime_jobs_stage(session=session, jobs=json_copy(jobs)) or [])
+
+
+def progress_cancelled_event(row: Any) -> NewEvent | None:
+    """``job-status.updated`` ``{jobId, kind: progress, runtimeId, pluginId, status: cancelled}``
+    for the ctx.progress job a suspended function runtime left ``waiting-input``; None without one."""
+    job_id = ((row.payload or {}).get("continuation") or {}).get("progressJobId")
+    if not job_id:
+        return None
+    return NewEvent(type="job-status.updated", topic="job", turn_id=row.turn_id, payload={
+        "jobId": job_id, "kind": "progress", "runtimeId": row.runtime_id, "pluginId": row.plugin_id, "status": "cancelled"})
+
+
+def _setup_attempt_failed(session: Any, row: Any) -> None:
+    """An abandoned setup suspension: its attempt counts as failed — pending again, blocked once
+    maxTriggerCount attempts ended (spec 004 §Setup runtime 控制). Saved on the locked session."""
+    from plugins_app.registry import plugin_registry
+    from turns.engine.runtime import STATUS_FAILED
+    from turns.engine.setup import setup_states_settle
+
+    payload = row.payload or {}
+    record = plugin_registry().get(row.plugin_id)
+    runtime = next((r for r in getattr(getattr(record, "manifest", None), "runtimes", None) or [] if r.id == row.runtime_id), None)
+    limit = getattr(getattr(runtime, "trigger", None), "max_trigger_count", None)
+    failed = RuntimeResult(runtime_id=row.runtime_id, plugin_id=row.plugin_id, stage="setup", status=STATUS_FAILED,
+                           error={"code": "suspension_abandoned", "message": "the player's answer was abandoned"})
+    session.setup_runtimes = setup_states_settle(session.setup_runtimes or {}, [failed], max_trigger_counts={row.runtime_id: limit},
+                                                 plugin_versions={row.plugin_id: payload.get("pluginVersion")}, committed=True)
+    session.save(update_fields=["setup_runtimes", "updated_at"])
+
+
+def _superseded_finish(session: Any, row: Any) -> list[NewEvent]:
+    """The runtime suspended again in another execution: its older pending row is voided like an
+    abandonment without an event of its own (spec 004 §过时的挂起项): marked abandoned, its progress
+    job cancelled, and the jobs it held staged when no other row of its logical turn waits. The
+    player-turn count and the setup state are left to the new execution that replaced it."""
+    payload = row.payload or {}
+    row.status = STATUS_ABANDONED
+    row.resolved_at = timezone.now()
+    row.save(update_fields=["status", "resolved_at"])
+    events: list[NewEvent] = []
+    cancelled = progress_cancelled_event(row)
+    if cancelled is not None:
+        events.append(cancelled)
+    if not logical_turn_waiting(session, payload):
+        events.extend(held_jobs_release(session, payload))
+    return events
+
+
+def abandon_in_transaction(session: Any, row: Any) -> bool:
+    """Abandon ``row`` (inside a transaction holding the locked session; DELETE, expiry and
+    suspension_outdated all end here — spec 004 §挂起与回合计数): delete it, end its ctx.progress job
+    ``cancelled``, count a setup runtime's attempt as failed, and, when it was the last suspension
+    its logical turn waited on, finish that turn: count the player turn (when the turn would have
+    counted and the session did not move on) and stage the detached jobs it held. Its events are
+    appended in the same transaction. Returns whether the turn was counted."""
+    from turns.events import session_events_append
 
     payload = row.payload or {}
     row.delete()
-    others = Suspension.objects.filter(session=session, status__in=(STATUS_PENDING, STATUS_RESUMING))
-    waiting = any((o.payload or {}).get("logicalTurnId") == payload.get("logicalTurnId") for o in others)
-    if payload.get("countPolicy") and not waiting and int(payload.get("playerTurns", -1)) == session.completed_player_turns:
-        session.completed_player_turns += 1
-        session.save(update_fields=["completed_player_turns", "updated_at"])
-        return True
-    return False
+    events: list[NewEvent] = []
+    cancelled = progress_cancelled_event(row)
+    if cancelled is not None:
+        events.append(cancelled)
+    if payload.get("stage") == "setup":
+        _setup_attempt_failed(session, row)
+    counted = False
+    if not logical_turn_waiting(session, payload):
+        events.extend(held_jobs_release(session, payload))
+        if payload.get("countPolicy") and int(payload.get("playerTurns", -1)) == session.completed_player_turns:
+            session.completed_player_turns += 1
+            session.save(update_fields=["completed_player_turns", "updated_at"])
+            counted = True
+    session_events_append(str(session.pk), events)
+    return counted
 
 

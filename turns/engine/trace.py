@@ -44,6 +44,21 @@ UI_PART_UPDATE = "ui.part.update"
 EVENT_EMITTED = "event.emitted"
 DOMAIN_EVENT_PREVIEWED = "domain-event.previewed"
 CONTEXT_PRUNED = "context.pruned"
+#: A runtime notice that is not a failure (e.g. a builtin tool this host does not install, not offered):
+#: a trace row with ``warning: {code, message}``, diagnostic severity "warning"; never a tool.failed frame.
+RUNTIME_WARNING = "runtime.warning"
+#: Function-runtime host API traces (spec 004 §SSE 协议, 转发的运行时内部事件): gateway.* is forwarded,
+#: recursive.* and utils.fetch.* are trace-only.
+GATEWAY_CALLING = "gateway.calling"
+GATEWAY_RESPONDED = "gateway.responded"
+GATEWAY_FAILED = "gateway.failed"
+RECURSIVE_CALLING = "recursive.calling"
+RECURSIVE_COMPLETED = "recursive.completed"
+RECURSIVE_FAILED = "recursive.failed"
+UTILS_FETCH_CALLING = "utils.fetch.calling"
+UTILS_FETCH_RESPONDED = "utils.fetch.responded"
+UTILS_FETCH_FAILED = "utils.fetch.failed"
+JOB_STATUS_UPDATED = "job-status.updated"
 
 #: Event types the action stream carries (COVEL_EVENT_META[type].forwardToActionStream).
 FORWARDED_EVENT_TYPES: frozenset[str] = frozenset({
@@ -54,7 +69,12 @@ FORWARDED_EVENT_TYPES: frozenset[str] = frozenset({
     CHARACTER_UPSERTED, DOMAIN_EVENT_PREVIEWED, STEP_STARTED, STEP_COMPLETED, TOOL_CALLING,
     TOOL_COMPLETED, TOOL_FAILED, LLM_CALLING, LLM_RESPONDED, MESSAGE_COMPLETED, "block.emitted",
     INTERACTION_SUBMITTED, "character-schema.changed",
+    GATEWAY_CALLING, GATEWAY_RESPONDED, GATEWAY_FAILED,
 })
+# The registry of every event type lives outside the engine (turns.event_types) so that the
+# event log (turns.events) can check types without importing the engine.
+from turns.event_types import KNOWN_EVENT_TYPES, SERVER_EVENT_TYPES, SPEC_EVENT_TYPES, event_type_check  # noqa: E402,F401
+
 #: Event types that are never stored as trace rows (per-token frames).
 EPHEMERAL_EVENT_TYPES: frozenset[str] = frozenset({NARRATIVE_DELTA})
 
@@ -114,6 +134,7 @@ class Tracer:
     def emit(self, type: str, payload: dict[str, Any], *, turn_id: str, plugin_id: str = "", runtime_id: str = "",
              forward: bool | None = None, persist: bool | None = None) -> None:
         """Forward (when the table says so, or ``forward`` forces it) and buffer one event."""
+        event_type_check(type)
         ephemeral = type in EPHEMERAL_EVENT_TYPES
         if self.scope and not ephemeral:
             payload = {**payload, **self.scope}

@@ -112,6 +112,92 @@ def _ledger_entry(schema: dict[str, Any], clue: dict[str, Any], zh: bool) -> dic
     return {"lead": k.fit(k.title_of(clue), lead_max, zh), "status": status["enum"][0], "note": k.fit(note, note_max, zh)}
 
 
+def _countdown_changes(dim: dict[str, Any], world_time: dict[str, Any], story: str, zh: bool) -> list[dict[str, Any]]:
+    """Changes of a clock-following dimension's countdown fields (story_kit.countdown_fields):
+    minute fields drop by the minutes that passed; hour (shichen) and day fields take the figure
+    the scripted narrator computed from the clock after this turn and wrote in the prose
+    ("<title>: N." / "<名>：<title>N。"), so the tracked state follows what the narration says —
+    a countdown never goes up and never below its minimum."""
+    elapsed = world_time.get("elapsedThisTurn")
+    if not isinstance(elapsed, int) or elapsed <= 0:
+        return []
+    value = dim.get("value") or {}
+    props = (dim.get("schema") or {}).get("properties") or {}
+    out = []
+    for key, title, unit in kit().countdown_fields(dim):
+        if not isinstance(value.get(key), int):
+            continue
+        low = int((props.get(key) or {}).get("minimum", 0))
+        if unit == "minute" and world_time.get("unit") in (None, "minute"):
+            new = max(low, value[key] - elapsed)
+        else:
+            label = re.escape(title or key)
+            found = re.search((label + r"(\d+)。") if zh else (label + r": (\d+)\."), story)
+            if not found:
+                continue
+            new = max(low, min(value[key], int(found.group(1))))
+        if new != value[key]:
+            out.append({"path": key, "value": new})
+    return out
+
+
+_HHMM = re.compile(r"\b(\d{1,2}):(\d\d)\b")
+
+
+def _clock_windows(dim: dict[str, Any], display: str) -> list[dict[str, Any]]:
+    """Enum fields a clock-following rule ties to the time of day ("open until 19:30, closing from
+    19:30 to 20:00, and flooded after 20:00"): each enum value the rule names with "until T" /
+    "from T" / "after T" holds from that time; the value for the clock after this turn (the
+    HH:MM of `worldTime.display`) replaces the current one. Hand-rolled: the rule is prose, and
+    only this one phrasing is read; anything else is left to the rule's other readings."""
+    now = _HHMM.search(display or "")
+    rule = str(dim.get("updateRule") or "")
+    if not now or not rule:
+        return []
+    minute = int(now.group(1)) * 60 + int(now.group(2))
+    value = dim.get("value") or {}
+    out = []
+    for key, prop in ((dim.get("schema") or {}).get("properties") or {}).items():
+        options = [o for o in (prop or {}).get("enum") or [] if isinstance(o, str)]
+        if not options or key not in value:
+            continue
+        starts: list[tuple[int, str]] = []
+        for option in options:
+            for m in re.finditer(r"\b" + re.escape(option) + r"\b(?:[^.;,]*?)\b(until|from|after)\s+(\d{1,2}):(\d\d)", rule):
+                at = int(m.group(2)) * 60 + int(m.group(3))
+                starts.append((-1 if m.group(1) == "until" else at, option))
+        if len({o for _, o in starts}) < 2:
+            continue
+        current = max((s for s in starts if s[0] <= minute), default=None)
+        if current and current[1] != value.get(key):
+            out.append({"path": key, "value": current[1]})
+    return out
+
+
+def ledger_changes(dim: dict[str, Any], story: str, zh: bool) -> list[dict[str, Any]]:
+    """The ledger records the narration says were borne out (story_kit.confirmed_leads): status →
+    the ledger's second status option (corroborated), note → what bore it out."""
+    value = dim.get("value") or {}
+    record = (dim.get("schema") or {}).get("additionalProperties") or {}
+    props = record.get("properties") or {}
+    options = (props.get("status") or {}).get("enum") or []
+    if len(options) < 2:
+        return []
+    note_max = int((props.get("note") or {}).get("maxLength") or 200)
+    out = []
+    for key in kit().confirmed_leads(story, value, zh):
+        rec = value[key]
+        if rec.get("status") != options[0]:
+            continue
+        line = kit().confirm_line(rec["lead"], zh)
+        at = story.find(line)
+        before = kit().sentences(story[:at], zh)
+        because = before[-1] if before else ""
+        note = (f"已有第二个来源佐证：{because}" if zh else f"Borne out by a second source: {because}") if because else str(rec.get("note") or "")
+        out.append({"path": key, "value": {**rec, "status": options[1], "note": kit().fit(note, note_max, zh)}})
+    return out
+
+
 def dimension_updates(turn: dict[str, Any]) -> dict[str, Any]:
     """update-dimensions arguments for this turn (see the module docstring)."""
     zh = str(turn.get("locale") or "").lower().startswith("zh")
@@ -132,6 +218,12 @@ def dimension_updates(turn: dict[str, Any]) -> dict[str, Any]:
         value = dim.get("value")
         if any(w in rule.lower() for w in _CLOCK_WORDS):
             follows.append(dim["id"])
+            changes = _countdown_changes(dim, world_time, story, zh) if isinstance(value, dict) else []
+            changes += _clock_windows(dim, str(world_time.get("display") or "")) if isinstance(value, dict) else []
+            if changes:
+                reason = (f"时钟走了 {elapsed}，剩余的时间随之减少。" if zh else f"The clock moved {elapsed} {unit}(s); the countdown follows it.")
+                updates.append({"id": dim["id"], "changes": changes, "reason": reason})
+                continue
             key = _countdown_field(schema, unit) if isinstance(value, dict) else None
             if key and elapsed and isinstance(value.get(key), int):
                 low = int((schema["properties"][key]).get("minimum", 0))
@@ -143,15 +235,22 @@ def dimension_updates(turn: dict[str, Any]) -> dict[str, Any]:
             if elapsed:
                 updates.append({"id": dim["id"], "reason": "按规则，本回合的时间没有改变它。" if zh else "By its rule the time that passed leaves it unchanged."})
             continue
+        confirmed = ledger_changes(dim, story, zh) if isinstance(value, dict) else []
         if fact and isinstance(value, dict):
             entry = _ledger_entry(schema, clue, zh)
             if entry is not None and not any(isinstance(v, dict) and v.get("lead") == entry["lead"] for v in value.values()):
                 ident = re.sub(r"[^a-z0-9]+", "-", str(clue.get("id") or "").lower()).strip("-")
                 key = ident if ident and ident not in value else next(
                     f"lead-{n}" for n in range(len(value) + 1, len(value) + 100) if f"lead-{n}" not in value)
-                updates.append({"id": dim["id"], "changes": [{"path": key, "value": entry}],
-                                "reason": "故事里冒出了一条新线索。" if zh else "The story turned up a new lead."})
+                reason = "故事里冒出了一条新线索。" if zh else "The story turned up a new lead."
+                if confirmed:
+                    reason += "另有一条线索得到了佐证。" if zh else " Another lead was borne out."
+                updates.append({"id": dim["id"], "changes": [*confirmed, {"path": key, "value": entry}], "reason": reason})
                 continue
+        if confirmed:
+            updates.append({"id": dim["id"], "changes": confirmed,
+                            "reason": "故事里有了第二个独立的佐证。" if zh else "A second, independent source bore the lead out."})
+            continue
         if fact and isinstance(value, list) and (schema.get("items") or {}).get("type") == "string":
             limit = int((schema.get("items") or {}).get("maxLength") or 80)
             item = kit().fit(fact, limit, zh)

@@ -8,7 +8,7 @@ dimensions that resulted. ``--transcript PATH`` also writes all of it as markdow
 
 Example (with ``make run`` serving on 127.0.0.1:3001)::
 
-    .venv/bin/python manage.py play --world yanhui-ferry --turns 5 --name 林照 --transcript docs/examples/yanhui-ferry.md
+    .venv/bin/python manage.py play --world yanhui-ferry --turns 5 --name 林照 --transcript /tmp/yanhui-ferry.md
 """
 from __future__ import annotations
 

@@ -54,8 +54,10 @@ def completed(played: Played, runtime_id: str) -> list[str]:
     return [f["payload"]["status"] for f in played.frames("runtime.completed") if f["payload"]["runtimeId"] == runtime_id]
 
 
-def failed_runtimes(played: Played) -> list[dict[str, Any]]:
-    return [f["payload"] for f in played.frames("runtime.completed") if f["payload"]["status"] == "failed"]
+def failed_runtimes(played: Played, plugin_id: str | None = None) -> list[dict[str, Any]]:
+    """The failed runs (runtime.completed payloads), only ``plugin_id``'s when given."""
+    return [f["payload"] for f in played.frames("runtime.completed") if f["payload"]["status"] == "failed"
+            and (plugin_id is None or f["payload"]["pluginId"] == plugin_id)]
 
 
 def ui_parts(played: Played, stream: int | None = None) -> list[dict[str, Any]]:

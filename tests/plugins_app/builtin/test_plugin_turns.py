@@ -114,7 +114,7 @@ def test_world_time_context_and_advance_move_the_clock(yanhui):
     assert runtime_status(yanhui.streams[2], "world-time/context")[0]["status"] == "success"
     advanced = [f["payload"]["output"] for f in yanhui.frames("tool.completed") if f["payload"]["tool"] == "advance-world-time"]
     assert len(advanced) == 3
-    assert advanced[-1]["summary"].endswith("景和7年正月12日 寅时（2:06）。")  # 3 × defaultStep from 2:00
+    assert advanced[-1]["summary"].endswith("景和7年正月12日 寅时六刻。")  # 3 × defaultStep (ke) from 寅时 (issue 20: the world's own day)
 
 
 def test_hollow_reach_clock_dimension_counts_down(client):

@@ -35,8 +35,8 @@ def test_fixture_world_plays_two_turns(client, installed_world):
     assert played.created["phase"] == "setup"
     unknown = {u["pluginId"] for u in played.created.get("unmetRequirements", []) if u.get("code") == "unknown-plugin"}
     assert not unknown & set(played.created["activePlugins"])
-    if installed_world == "emberback":  # its pack asks for dice-check, which we do not ship yet; inventory we do
-        assert "dice-check" in unknown and "inventory" not in unknown
+    if installed_world == "emberback":  # its pack's catalogue plugins all ship now (issue 20)
+        assert not unknown and {"dice-check", "core-quest", "inventory"} <= set(played.created["activePlugins"])
     # the world's own cast, lorebook and dimensions were imported and used
     cast = set(Character.objects.filter(session_id=session_id).exclude(type="player").values_list("name", flat=True))
     assert cast

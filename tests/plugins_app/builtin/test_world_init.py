@@ -152,8 +152,8 @@ def test_update_dimensions_stages_full_values_with_versions(run_tool):
         ],
         "source": {"resultId": "res-1", "turnNumber": 4},
     }
-    [receipt] = payloads(outcome, "plugin.data")
-    assert receipt == {"namespace": "settlements", "key": "res-1", "value": {"status": "settled", "turn": 4, "updateCount": 2}}
+    # the receipt is the host's: the dimension.update applier writes it with the outcome (issue 25)
+    assert payloads(outcome, "plugin.data") == []
 
 
 def test_slash_is_kept_when_the_value_has_such_a_key(run_tool):

@@ -61,8 +61,9 @@ def test_target_time_rolls_over_the_day_in_a_twelve_hour_calendar(run_tool):
     assert outcome.status == "success", outcome.envelope
     # 12 Jan 寅时 (hour 2) → 13 Jan 丑时 (hour 1): 11 shichen of 8 ke each.
     assert outcome.content["lastDelta"] == 11 * 8
-    assert outcome.content["display"] == "景和7年正月13日 丑时（1:00）"
-    assert outcome.envelope["summary"] == "世界时间推进了11小时：景和7年正月12日 寅时（2:00） → 景和7年正月13日 丑时（1:00）。"
+    # Labels in the world's own day (issue 20): the shichen and its ke, never a 24-hour "1:00".
+    assert outcome.content["display"] == "景和7年正月13日 丑时"
+    assert outcome.envelope["summary"] == "世界时间推进了11个时辰：景和7年正月12日 寅时 → 景和7年正月13日 丑时。"
 
 
 def test_continues_from_the_stored_clock(run_tool):

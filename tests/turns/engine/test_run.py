@@ -46,5 +46,5 @@ def test_say_turn_streams_prose_and_commits_player_and_story_messages(story_regi
     traced = set(TraceEvent.objects.filter(session=session).values_list("type", flat=True))
     assert {"runtime.started", "llm.calling", "llm.responded", "step.started", "step.completed", "runtime.completed"} <= traced
     assert "narrative.delta" not in traced
-    assert SessionEvent.objects.filter(session=session, type="turn.completed").count() == 1
+    assert SessionEvent.objects.filter(session=session, type="execution.completed").count() == 1
     assert sink.of_type("execution.completed")[-1] == {"committed": True, "turnId": outcome.turn_id, "origin": "player"}

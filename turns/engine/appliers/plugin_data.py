@@ -26,12 +26,15 @@ from plugins_app.toolkit.proposals import Proposal
 
 PLUGIN_DATA_CHANGED = "plugin-data.changed"
 TOPIC_PLUGIN_DATA = "plugin-data"
+#: A plugin may write its own hidden bucket (``_hidden.<ns>``, never shown to players: spec 004
+#: §插件数据), e.g. story-events' planned events next to the hidden world data it received.
+HIDDEN_PREFIX = "_hidden."
 
 
 def _check(plugin_id: str | None, namespace: str, value: Any = None, *, has_value: bool = False) -> str:
     if not plugin_id:
         raise ProposalRejected("proposal-invalid", "plugin data proposals need a source plugin")
-    if namespace.startswith("_"):
+    if namespace.startswith("_") and not namespace.startswith(HIDDEN_PREFIX):
         raise ProposalRejected("reserved-namespace", f"namespace {namespace!r} is reserved for the framework")
     if has_value and len(json.dumps(value, ensure_ascii=False).encode("utf-8")) > PLUGIN_DATA_VALUE_MAX_BYTES:
         raise ProposalRejected("too-large", f"value of {namespace} is larger than {PLUGIN_DATA_VALUE_MAX_BYTES} bytes")

@@ -20,6 +20,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -90,6 +91,9 @@ def _first_sentence(text: str, limit: int = 90) -> str:
     return text[:limit].rstrip() + ("…" if len(text) > limit else "")
 
 
+_RENDER_TAG = re.compile(r"^\s*(?:【[^】]*】|\[[^\]]*\]\s*)")
+
+
 def story_prose(context: dict[str, Any]) -> str:
     """Deterministic prose for a story runtime (locale, world, characters, player action)."""
     zh = _is_zh(context.get("locale"))
@@ -100,7 +104,9 @@ def story_prose(context: dict[str, Any]) -> str:
     player = next((c for c in characters if c.get("type") == "player"), None)
     npcs = [c for c in characters if c.get("type") != "player"]
     turn = int(context.get("turn") or 0)
-    action = (context.get("player_message") or "").strip()
+    # The rendered input may carry action tags (turns/engine/render.py: "[Name · Act] …",
+    # "【名·行动】…"); prose never repeats them.
+    action = " ".join(_RENDER_TAG.sub("", line).strip() for line in (context.get("player_message") or "").splitlines()).strip()
     npc = _pick(npcs, f"{context.get('session_id')}:{turn}:{action}")
     hero = player["name"] if player else ("你" if zh else "you")
     parts: list[str] = []

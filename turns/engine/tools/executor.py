@@ -51,6 +51,8 @@ CONTROL_DONE = "done"
 SUSPEND_SENTINEL_KEY = "_covelSuspend"
 DONE_SENTINEL_KEY = "_covelDone"
 READ_ONLY_WRITES_TEXT = "read-only tool returned writes"
+#: Proposal.meta key of a staged write that failed its payload check (the commit rejects it).
+PROPOSAL_INVALID_META = "invalid"
 
 
 @dataclass(frozen=True)
@@ -361,7 +363,10 @@ class ToolExecutor:
                 except concurrent.futures.TimeoutError:
                     pass
                 except ToolError as exc:
-                    return self._failed(call, exc, history=history, own_refusal=exc.code == REFUSED)
+                    # refused: the tool's own ToolError("refused"), or a provider failure an imported
+                    # service marked refused (spec 000 §服务失败怎样回答): not the caller's failed call.
+                    return self._failed(call, exc, history=history,
+                                        own_refusal=exc.code == REFUSED or getattr(exc, "refused", False) is True)
                 except (Exception, asyncio.CancelledError) as exc:
                     if call_ctx.is_cancelled:
                         return self._cancelled(call, history)
@@ -418,7 +423,10 @@ class ToolExecutor:
             try:
                 proposal.payload = proposal_validate(proposal)
             except ProposalInvalid as exc:
-                return self._internal(call, str(exc), history)
+                # Not the call's failure: the write fails at commit as proposal-invalid, through the
+                # commit-failure path (spec 000 §Proposal 类型: 提交前的检查). The call stays staged.
+                proposal.meta[PROPOSAL_INVALID_META] = str(exc)
+                proposal.payload = _json_safe(proposal.payload)
         for event in events:
             if not isinstance(event.get("topic"), str) or not event["topic"]:
                 return self._internal(call, "returned an event without a topic", history)
@@ -497,6 +505,15 @@ class ToolExecutor:
         outcome.status = STATUS_SKIPPED
         outcome.counts_as_failure = False
         return outcome
+
+
+def _json_safe(value: Any) -> Any:
+    """A JSON copy of an invalid proposal's payload for traces and the staged view (values JSON
+    cannot hold become their text; a payload that cannot be copied at all becomes {})."""
+    try:
+        return json.loads(json.dumps(value, default=str))
+    except (TypeError, ValueError, RecursionError):
+        return {}
 
 
 def _cancel_async(loop_box: dict[str, Any]) -> None:

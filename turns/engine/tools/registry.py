@@ -10,34 +10,11 @@ from typing import Iterable
 
 from plugins_app.toolkit.definition import Tool
 from plugins_app.toolkit.errors import ToolRegistrationError
+# The reserved names live in one table, the toolkit's (plugin manifests are checked against it too).
+from plugins_app.toolkit.names import FRAMEWORK_TOOL_NAMES, LOOP_HANDLED_TOOL_NAMES  # noqa: F401
 
 SOURCE_BUILTIN = "builtin"
 SOURCE_LOCAL = "local"
-
-#: Reserved framework tool names: the overview table's builtin and injected rows, plus
-#: memory-search. The single source for registration and plugin static checks.
-FRAMEWORK_TOOL_NAMES: frozenset[str] = frozenset(
-    {
-        "create-form",
-        "create-choices",
-        "create-notification",
-        "render-ui",
-        "sync-characters",
-        "list-characters",
-        "get-character",
-        "world-dimension-get",
-        "world-dimension-list",
-        "emit-event",
-        "suspend",
-        "runtime-done",
-        "delegate",
-        "search-tools",
-        "memory-search",
-    }
-)
-
-#: Names handled by the agent loop itself, never by ToolExecutor (spec: 循环内处理).
-LOOP_HANDLED_TOOL_NAMES: frozenset[str] = frozenset({"search-tools", "delegate"})
 
 
 @dataclass(frozen=True)

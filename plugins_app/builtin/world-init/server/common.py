@@ -40,6 +40,15 @@ def text_pick(value: Any, locale: str) -> str:
     return ""
 
 
+#: Receipt states that end a source (a pending-settlement receipt is still open; spec 004 §维度编辑与待结算恢复).
+TERMINAL_RECEIPT_STATUSES = frozenset({"settled", "no-change", "manual", "skipped"})
+
+
+def receipt_is_terminal(receipt: Any) -> bool:
+    """Whether a stored settlement receipt ends its source (older receipts without a status count as ended)."""
+    return not isinstance(receipt, dict) or receipt.get("status", "settled") in TERMINAL_RECEIPT_STATUSES
+
+
 def cut(text: str, limit: int = CORRECTION_MAX_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 

@@ -19,7 +19,6 @@ from plugins_app.toolkit import (
     DIMENSION_UPDATE,
     INVALID_INPUT,
     NOT_FOUND,
-    PLUGIN_DATA,
     READ_ONLY_SAFE,
     ZH_CN,
     CallContext,
@@ -35,6 +34,7 @@ from plugins_app.toolkit import (
 from .common import (
     SETTLEMENTS_NAMESPACE,
     check_read_versions,
+    receipt_is_terminal,
     cut,
     definitions,
     narrative_source,
@@ -276,8 +276,8 @@ def _clock_check(args: dict[str, Any], dims: dict[str, WorldDimension], mentione
 
 def _update_execute(args: dict[str, Any], ctx: CallContext) -> ToolResult:
     source = narrative_source(ctx)
-    exists, _ = ctx.state.plugin_data_get(ctx.plugin_id, SETTLEMENTS_NAMESPACE, source["resultId"])
-    if exists:
+    exists, receipt = ctx.state.plugin_data_get(ctx.plugin_id, SETTLEMENTS_NAMESPACE, source["resultId"])
+    if exists and receipt_is_terminal(receipt):
         return ToolResult(content={"alreadySettled": True}, summary=_summary("settled", ctx.locale))
     dims = snapshot(ctx)
     merged, mentioned = _normalize(args, dims)
@@ -310,21 +310,10 @@ def _update_execute(args: dict[str, Any], ctx: CallContext) -> ToolResult:
         updates.append(update)
     if issues:
         raise _invalid("Invalid dimension values: " + "; ".join(issues))
-    proposals = [
-        Proposal(DIMENSION_UPDATE, {"updates": updates, "source": source}),
-        Proposal(
-            PLUGIN_DATA,
-            {
-                "namespace": SETTLEMENTS_NAMESPACE,
-                "key": source["resultId"],
-                "value": {
-                    "status": "settled" if updates else "no-change",
-                    "turn": source["turnNumber"],
-                    "updateCount": len(updates),
-                },
-            },
-        ),
-    ]
+    # One proposal: the host's dimension.update applier writes this source's settlement receipt
+    # (settled / no-change, or pending-settlement when a version changed meanwhile) in the same
+    # transaction (turns.engine.settlements).
+    proposals = [Proposal(DIMENSION_UPDATE, {"updates": updates, "source": source})]
     summary = _summary("updated", ctx.locale, len(updates)) if updates else _summary("none", ctx.locale)
     return ToolResult(content={"updateCount": len(updates)}, proposals=proposals, summary=summary)
 

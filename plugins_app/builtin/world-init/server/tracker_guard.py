@@ -1,11 +1,11 @@
 """Guard of world-init/dimension-tracker: skip the model when the session has no dimensions or
-this narrative source is already settled."""
+this narrative source's receipt is terminal (a pending-settlement receipt runs it again)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .common import SETTLEMENTS_NAMESPACE, fallback_result_id
+from .common import SETTLEMENTS_NAMESPACE, fallback_result_id, receipt_is_terminal
 
 
 def guard(ctx) -> dict[str, Any] | None:
@@ -21,6 +21,7 @@ def guard(ctx) -> dict[str, Any] | None:
     else:
         text = narrative.get("value") if isinstance(narrative, dict) else narrative
         result_id = fallback_result_id(ctx.logical_turn, text)
-    if ctx.plugin_data.get(SETTLEMENTS_NAMESPACE, str(result_id)) is not None:
+    receipt = ctx.plugin_data.get(SETTLEMENTS_NAMESPACE, str(result_id))
+    if receipt is not None and receipt_is_terminal(receipt):
         return {"skip": "this turn's dimensions are already settled"}
     return None

@@ -15,6 +15,7 @@ CALENDAR = "calendar"
 PHASES = "phases"
 CALENDAR_UNITS = ("minute", "hour", "day")
 PHASE_UNITS = ("phase", "cycle")
+_ZH_NUM = "零一二三四五六七八九十"
 
 
 def text_pick(value: Any, locale: str) -> str:
@@ -152,6 +153,17 @@ class Calendar:
         for p in sorted(cal.get("periods") or [], key=lambda p: p["startHour"]):
             if p["startHour"] <= parts["hour"]:
                 period = text_pick(p["name"], locale)
+        if self.hours_per_day != 24 or self.minutes_per_hour != 60:
+            # The world's own day (e.g. 12 shichen of 8 ke): a 24-hour "2:00" would lie, so the
+            # label is the period and the part-hours within it (寅时 / 寅时三刻; "Hour 3, mark 2/8").
+            if is_zh:
+                ke = f"{_ZH_NUM[parts['minute']] if parts['minute'] < len(_ZH_NUM) else parts['minute']}刻" if parts["minute"] else ""
+                hour_name = period or f"第{parts['hour'] + 1}时"
+                return f"{era}{parts['year']}年{month}{parts['day']}日 {hour_name}{ke}"
+            text = f"{month} {parts['day']}, {era} {parts['year']}".replace(",  ", ", ").strip()
+            hour_name = period or f"hour {parts['hour'] + 1} of {self.hours_per_day}"
+            mark = f", mark {parts['minute']} of {self.minutes_per_hour}" if parts["minute"] else ""
+            return f"{text}, {hour_name}{mark}"
         clock = f"{parts['hour']}:{parts['minute']:02d}"
         if is_zh:
             return f"{era}{parts['year']}年{month}{parts['day']}日 {period}（{clock}）".replace(" （", "（")
@@ -167,6 +179,9 @@ class Calendar:
         per_day = self.unit_ticks("day")
         days, rest = divmod(ticks, per_day)
         hours, minutes = divmod(rest, self.minutes_per_hour)
+        if is_zh and self.hours_per_day == 12 and self.minutes_per_hour == 8:  # 时辰 and 刻
+            out = (f"{days}天" if days else "") + (f"{hours}个时辰" if hours else "") + (f"{minutes}刻" if minutes else "")
+            return out or "0刻"
         if is_zh:
             out = (f"{days}天" if days else "") + (f"{hours}小时" if hours else "") + (f"{minutes}分钟" if minutes else "")
             return out or "0分钟"

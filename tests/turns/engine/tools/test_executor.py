@@ -248,10 +248,12 @@ def test_staged_proposals_get_the_source_and_the_notice():
     assert (out.proposals[0].plugin_id, out.proposals[0].runtime_id, out.proposals[0].call_id) == ("demo", "demo/main", "1")
 
 
-def test_invalid_proposal_payload_fails_internal():
+def test_invalid_proposal_payload_is_staged_for_the_commit_to_reject():
+    # spec 000 §Proposal 类型: an invalid payload fails at commit (proposal-invalid), not the call
     t = tool(name="bad", description="d", execute=lambda a, c: ToolResult(proposals=[Proposal("plugin.data", {"key": "k"})]))
     out = _executor(t).execute_one(ToolCall("1", "bad", "{}"), _ctx({"bad"}))
-    assert out.envelope["error"]["code"] == "internal"
+    assert out.status == "success" and out.envelope["staged"]["kinds"] == ["plugin.data"]
+    assert "plugin.data proposal is invalid" in out.proposals[0].meta["invalid"]
 
 
 def test_plugin_tool_returning_a_suspend_field_is_plain_data():

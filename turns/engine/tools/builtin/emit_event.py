@@ -9,6 +9,7 @@ result's events channel (never as an event.emit proposal).
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import jsonschema
@@ -77,6 +78,35 @@ def model_parameters_for(topics: list[EventTopic]) -> dict[str, Any]:
     data.setdefault("description", "Event payload for the chosen topic.")
     params["properties"]["data"] = data
     return params
+
+
+def event_directory_text(topics: list[EventTopic], *, zh: bool) -> str:
+    """The prompt's event directory for a runtime that offers emit-event with advertiseEvents
+    (spec 000 §emit-event): one line per public topic with its description and a summary of the
+    required payload fields; the payload schema itself is in the tool definition, except when it
+    holds $ref/$defs (then the full schema follows the line, since the tool shows a plain object).
+    An unreadable schema is marked "(schema unavailable)". Empty text when no topic is public.
+    """
+    public = public_topics(topics)
+    if not public:
+        return ""
+    head = ("[事件]\n用 emit-event 发出以下事件；topic 和 payload 格式见该工具的定义。"
+            if zh else "[EVENTS]\nEmit these with emit-event; the topic and payload format are in that tool's definition.")
+    lines = [head]
+    for item in public:
+        line = f"- {item.topic}"
+        if item.description:
+            line += f" — {item.description}"
+        if item.schema_unavailable:
+            line += " (schema unavailable)"
+        elif isinstance(item.schema, dict):
+            required = [r for r in item.schema.get("required") or [] if isinstance(r, str)]
+            if required:
+                line += (" （必填：" + "、".join(required) + "）") if zh else f" (required: {', '.join(required)})"
+            if _has_ref(item.schema):
+                line += "\n  payload schema: " + json.dumps(item.schema, ensure_ascii=False)
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def _execute(args: dict[str, Any], ctx: CallContext) -> ToolResult:
