@@ -10,6 +10,9 @@ _home_owner = os.getpid()
 # Removed when the process that made it exits (not a forked worker child that inherited the hook).
 atexit.register(lambda: os.getpid() == _home_owner and shutil.rmtree(_home, ignore_errors=True))
 os.environ["COVEL_HOME"] = str(_home)
+# This process's own metrics directory: an xdist worker inherits the controller's environment, and
+# two test processes sharing one directory would count each other's requests (tests/covel/test_metrics.py).
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(_home / "metrics")
 os.environ["DATABASE_URL"] = os.environ.get("TEST_DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/covel"
 _redis_url = os.environ.get("TEST_REDIS_URL") or "redis://127.0.0.1:6379/15"
 # Under pytest-xdist each worker process counts down from TEST_REDIS_URL's db number (gw0: 15,
