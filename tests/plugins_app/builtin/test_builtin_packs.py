@@ -53,8 +53,8 @@ def test_low_cost_resolves(client):
 
 
 def test_a_requested_narrative_engine_replaces_the_core_narrator(client, builtin_plugins):
-    if builtin_plugins.get("chat-mode-narrator") is None or not builtin_plugins.get("chat-mode-narrator").is_loaded:
-        pytest.skip("chat-mode-narrator is not installed")
+    engine = builtin_plugins.get("chat-mode-narrator")
+    assert engine is not None and engine.is_loaded  # a builtin plugin: never skipped
     requested = [p if p != "narrator" else "chat-mode-narrator" for p in _pack("traditional-story")["requested"]]
     requested += ["scene-cast", "scene-stage"]  # what chat-mode-narrator itself requires
     created = _create(client, {"worldId": "hollow-reach-light", "plugins": requested})
