@@ -80,5 +80,11 @@ cluster-stop:
 # PostgreSQL (trust auth for user postgres) and Redis must be running on 127.0.0.1 (see .ci/run).
 # Not collected by `make test` (tests/e2e/conftest.py) unless COVEL_E2E=1.
 E2E_ARGS ?=
+# In-process scenarios that start real processes (daphne servers, Celery workers) on the pytest-django
+# test database: run once more in the hosted shape (TEST_DATABASE_URL / TEST_REDIS_URL, as make test).
+E2E_HOSTED_FILES = tests/e2e/test_events_multiprocess.py tests/e2e/test_actions_worker.py \
+	tests/e2e/test_runtime_jobs_worker.py tests/e2e/test_approvals_worker.py tests/e2e/test_provider_keys_worker.py
 e2e: install
 	COVEL_E2E=1 $(VENV)/bin/pytest tests/e2e -q -rA $(E2E_ARGS)
+	COVEL_E2E=1 TEST_DATABASE_URL=$(TEST_DATABASE_URL) TEST_REDIS_URL=$(TEST_REDIS_URL) \
+		$(VENV)/bin/pytest --ds=covel.settings.test_hosted -q -rA $(E2E_HOSTED_FILES) $(E2E_ARGS) || [ $$? -eq 5 ]

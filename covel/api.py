@@ -152,12 +152,13 @@ def _mount_routers() -> None:
     from sessions.api_ui import router as ui_router
     from sessions.api_orchestration import router as orchestration_router
     from turns.api_memory import router as memory_index_router
+    from turns.api_browser import router as browser_router
 
     for router in (
         worlds_router, sessions_router, session_turns_router, turns_router, records_router, events_router, setup_router,
         plugins_router, install_router, plugin_data_router, jobs_router, model_db_router, media_router, config_router,
         snapshots_router, approvals_router, plugin_rpc_router, suspensions_router, plugin_platform_router, ui_router, orchestration_router,
-        memory_index_router,
+        memory_index_router, browser_router,
     ):
         api.add_router("/", router)
 

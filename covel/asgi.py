@@ -23,6 +23,7 @@ on_asgi_startup()
 
 from turns.event_stream import EventStreamThreadContext  # noqa: E402
 
-# EventStreamThreadContext outermost: once Django has sent a stream's head, nothing else stays on
-# the stack of an open event stream (README "Event fan-out").
-application = ProtocolTypeRouter({"http": EventStreamThreadContext(BodyLimitASGI(django_asgi))})
+# EventStreamThreadContext outermost (it passes every other scope through): once Django has sent a
+# stream's head, nothing else stays on the stack of an open event stream, not even its scope
+# (README "Event fan-out").
+application = EventStreamThreadContext(ProtocolTypeRouter({"http": BodyLimitASGI(django_asgi)}))

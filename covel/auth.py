@@ -19,6 +19,30 @@ def owner_checks_enabled() -> bool:
     return settings.DEPLOYMENT_TIER in ("demo", "commercial")
 
 
+def browser_private() -> bool:
+    """True in the browser-private profile (STORE_BACKEND=memory, covel.memory_store).
+
+    That profile is the public, shared form of spec 004 §生产 MemoryStore 例外: session owner tokens
+    are checked on every session-scoped route even in the self tier (``session_owner_checks_enabled``).
+    """
+    from covel.memory_store import store_is_memory
+
+    return store_is_memory()
+
+
+def session_owner_checks_enabled() -> bool:
+    """True where session-scoped routes check owner tokens: demo, commercial, and browser-private."""
+    return owner_checks_enabled() or browser_private()
+
+
+def deployment_form() -> str:
+    """spec 004 deployment.form: ``personal`` (self tier, sqlite/pg), ``browser-private``
+    (STORE_BACKEND=memory) or ``hosted`` (demo / commercial)."""
+    if owner_checks_enabled():
+        return "hosted"
+    return "browser-private" if browser_private() else "personal"
+
+
 def request_tokens(request) -> list[str]:
     """Every token the request presents: Bearer header, X-Session-Token, ?session_token= (in that order)."""
     tokens: list[str] = []

@@ -15,8 +15,8 @@ import time
 
 from celery import Celery
 from celery.signals import (
-    celeryd_after_setup, setup_logging, task_postrun, task_prerun, worker_process_shutdown, worker_ready,
-    worker_shutting_down,
+    celeryd_after_setup, setup_logging, task_postrun, task_prerun, worker_process_init, worker_process_shutdown,
+    worker_ready, worker_shutting_down,
 )
 
 from covel.settings import default_settings_module
@@ -54,6 +54,20 @@ def _task_ended(task_id=None, task=None, state=None, **_kwargs) -> None:
     started = _task_started.pop(task_id, None) if task_id else None
     metrics.celery_task_observe(task=getattr(task, "name", "") or "", state=_CELERY_STATES.get(state or "", (state or "unknown").lower()),
                                 seconds=time.monotonic() - started if started is not None else None)
+
+
+@worker_process_init.connect
+def _pool_child_started(**_kwargs) -> None:
+    """A forked pool child must not use the parent's database pool (its sockets are the parent's,
+    its threads did not survive the fork): forget it, without closing what the parent still uses,
+    so the child opens its own on first use."""
+    from django.db import connections
+
+    for conn in connections.all(initialized_only=True):
+        conn.connection = None
+    pools = getattr(connections["default"].__class__, "_connection_pools", None)
+    if isinstance(pools, dict):
+        pools.clear()
 
 
 @worker_process_shutdown.connect

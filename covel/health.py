@@ -9,6 +9,7 @@ from django.db import connection
 from django.http import JsonResponse
 from ninja import Router
 
+from covel.auth import deployment_form
 from covel.model_relay import relay_served
 from covel.openapi import Wire, contract
 from covel.times import wire_timestamp
@@ -154,14 +155,17 @@ def health(request):
         "version": settings.COVEL_VERSION,
         "bootId": settings.COVEL_BOOT_ID,
         "timestamp": dt.datetime.now(dt.timezone.utc).isoformat().replace("+00:00", "Z"),
-        "operatorTokenRequired": settings.DEPLOYMENT_TIER != "self",
+        # Every form but personal checks the operator token on management requests (spec 004 §健康检查).
+        "operatorTokenRequired": deployment_form() != "personal",
         "deployment": {
-            "form": "personal" if settings.DEPLOYMENT_TIER == "self" else "hosted",
+            "form": deployment_form(),
             # True exactly when the /api/model-relay routes answer (spec 004 §本地模型中继).
             "modelRelay": relay_served(),
         },
         "storage": {
-            "data": {"backend": settings.STORE_BACKEND, "durable": settings.STORE_BACKEND != "memory", "frontendMode": "remote"},
+            "data": {"backend": settings.STORE_BACKEND, "durable": settings.STORE_BACKEND != "memory",
+                     # browser-private: the save lives in the browser's BrowserVault (spec 004 §存储模式说明).
+                     "frontendMode": "local" if settings.STORE_BACKEND == "memory" else "remote"},
             "media": {
                 "backend": "local",
                 "configuredBackend": "local",

@@ -255,3 +255,36 @@ class RequestLogMiddleware(_BaseMiddleware):
         metrics.request_observe(method=request.method or "", route=getattr(match, "route", "") or "",
                                 status=response.status_code, seconds=elapsed_ms / 1000)
         return response
+
+
+class JsonGzipMiddleware:
+    """gzip for large JSON GET responses (a session view of 600 trace events is ~0.5 MB of JSON,
+    ~40 KB compressed), through Django's own GZipMiddleware.
+
+    Only 200 answers to GET/HEAD (errors are small), only non-streaming ``application/json`` bodies,
+    only when the client sends
+    ``Accept-Encoding: gzip``: SSE streams are never compressed (a gzip stream would hold frames back
+    in its buffer), and no response to a write is (those can carry secrets, e.g. an ownerToken,
+    next to what the request echoed — the BREACH pattern)."""
+
+    def __init__(self, get_response):
+        from django.middleware.gzip import GZipMiddleware
+
+        self._gzip = GZipMiddleware(get_response)
+        self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
+
+    def _wanted(self, request: HttpRequest, response: HttpResponse) -> bool:
+        return (request.method in ("GET", "HEAD") and response.status_code == 200 and not response.streaming
+                and response.get("Content-Type", "").startswith("application/json"))
+
+    def __call__(self, request: HttpRequest):
+        if iscoroutinefunction(self):
+            return self.__acall__(request)
+        response = self.get_response(request)
+        return self._gzip.process_response(request, response) if self._wanted(request, response) else response
+
+    async def __acall__(self, request: HttpRequest):
+        response = await self.get_response(request)
+        return self._gzip.process_response(request, response) if self._wanted(request, response) else response

@@ -36,6 +36,11 @@ Every request goes through ``send`` and obeys two rules.
 Operator-configured targets (llm.toml slots, a provider's default endpoint) skip the guard: the
 operator chose them, local model servers included.
 
+Proxy: every client ``_open`` builds takes its proxy from ``covel.proxy.proxy_url_for`` (the
+desktop's ``PUT /api/config/proxy`` setting, else the system's), so model calls, probes, GitHub
+installs, the model database and the app-update check all see the same setting. Server keys are
+the environment's ``{PROVIDER}_API_KEY`` over the desktop's saved ``keys.env`` (``server_keys``).
+
 Errors (``OutboundError``; ``code``/``message`` are safe to show a client):
 ``TargetRefused`` (``target_not_allowed`` | ``model_relay_unavailable`` | ``too_many_redirects``)
 before any connection to the refused address; ``TargetUnreachable`` (``unreachable``, and
@@ -59,6 +64,8 @@ from urllib.parse import urljoin, urlsplit
 import httpcore
 import httpx
 from django.conf import settings
+
+from covel import desktop, proxy
 
 logger = logging.getLogger("covel.outbound")
 
@@ -151,9 +158,21 @@ def provider_env_key_name(provider: str) -> str:
 
 
 def server_key(provider: str) -> str | None:
-    """The server's own key for ``provider`` from the environment (blank counts as unset)."""
+    """The server's own key for ``provider``: the environment (blank counts as unset), else in
+    desktop mode the key saved in ``keys.env`` (covel.desktop; the environment always wins)."""
     value = os.environ.get(provider_env_key_name(provider), "").strip()
-    return value or None
+    return value or desktop.saved_keys().get(provider) or None
+
+
+def server_keys() -> dict[str, str]:
+    """``{provider: key}`` of every server key: the environment's ``*_API_KEY`` (non-blank) over the
+    desktop's saved keys. Values are secrets: for the key rule only, never for a response."""
+    keys = dict(desktop.saved_keys())
+    for name, env_value in os.environ.items():
+        match = _SERVER_KEY_VAR.match(name)
+        if match and env_value.strip():
+            keys[match.group(1).lower().replace("_", "-")] = env_value.strip()
+    return keys
 
 
 def provider_origins_table() -> Mapping[str, tuple[str, ...]]:
@@ -213,11 +232,10 @@ def provider_key_for(provider: str, url: str, *, request_keys: Mapping[str, str]
 
 
 def _server_key_owner(value: str) -> str | None:
-    """The provider whose ``*_API_KEY`` environment value equals ``value`` (None: no server key)."""
-    for name, env_value in os.environ.items():
-        match = _SERVER_KEY_VAR.match(name)
-        if match and env_value.strip() and env_value.strip() == value:
-            return match.group(1).lower().replace("_", "-")
+    """The provider whose server key (``server_keys``) equals ``value`` (None: no server key)."""
+    for provider, key in server_keys().items():
+        if key == value:
+            return provider
     return None
 
 
@@ -413,6 +431,21 @@ def _ssl_context() -> Any:
 # --- sending --------------------------------------------------------------------------------------
 
 
+def _all_public(target: ResolvedTarget) -> bool:
+    return all(_address_class(ipaddress.ip_address(a.split("%", 1)[0])) == _PUBLIC for a in target.addresses)
+
+
+def _proxied_transport(proxy_url: str | None) -> httpx.HTTPTransport:
+    """A transport through ``proxy_url`` (http(s) or SOCKS5, covel.proxy), or a direct one when
+    None. trust_env=False: the environment's proxy is covel.proxy's ``system`` mode, decided there;
+    the CA settings (SSL_CERT_FILE / SSL_CERT_DIR) are in ``_ssl_context``."""
+    try:
+        return httpx.HTTPTransport(verify=_ssl_context(), proxy=proxy_url, trust_env=False)
+    except (ValueError, ImportError, httpx.InvalidURL):
+        # A system proxy URL httpx cannot use (e.g. ALL_PROXY=socks://...): not the endpoint's fault.
+        raise TargetUnreachable(CODE_UNSENDABLE, "the configured proxy cannot be used (check GET /api/config/proxy)") from None
+
+
 def _failure(exc: Exception, *, is_request_supplied: bool) -> OutboundError:
     if isinstance(exc, (httpx.InvalidURL, UnicodeError, httpx.LocalProtocolError)):
         # A URL the client cannot address or a header value it cannot encode (a non-ASCII key):
@@ -429,6 +462,7 @@ def _open(method: str, url: str, *, is_request_supplied: bool, key: ProviderKey 
           headers: Mapping[str, str] | None, timeout: httpx.Timeout | float,
           transport: httpx.BaseTransport | None,
           relay: httpx.BaseTransport | None = None) -> tuple[httpx.Client, httpx.Response]:
+    proxy_url = proxy.proxy_url_for(url, is_request_supplied=is_request_supplied, personal=personal_shape())
     if is_request_supplied:
         try:
             target = target_resolve(url)
@@ -439,8 +473,15 @@ def _open(method: str, url: str, *, is_request_supplied: bool, key: ProviderKey 
                 raise
             transport = relay
         else:
-            transport = transport or _PinnedTransport(_PinnedBackend({(target.host, target.port): target}))
-    client = httpx.Client(timeout=timeout, transport=transport, follow_redirects=False, trust_env=not is_request_supplied)
+            if proxy_url and _all_public(target):
+                # The player's own proxy (personal shape, covel.proxy): it resolves the host itself;
+                # LAN/loopback targets never take this branch, so they stay pinned and direct.
+                transport = transport or _proxied_transport(proxy_url)
+            else:
+                transport = transport or _PinnedTransport(_PinnedBackend({(target.host, target.port): target}))
+    elif transport is None:
+        transport = _proxied_transport(proxy_url)
+    client = httpx.Client(timeout=timeout, transport=transport, follow_redirects=False, trust_env=False)
     try:
         sent = {k: v for k, v in (headers or {}).items() if k.lower() != "authorization"}
         value = _authorization(key, url, is_request_supplied=is_request_supplied)

@@ -35,8 +35,12 @@ def on_asgi_startup() -> None:
     """Log the shape we run in; start the in-process timers (beat schedule) when configured.
 
     Raises RuntimeError in the hosted shape when Redis is unreachable: we refuse to start rather
-    than silently degrade (spec 004 §多实例能力边界).
+    than silently degrade (spec 004 §多实例能力边界). The browser-private profile (STORE_BACKEND=memory)
+    builds its in-memory database first (covel.memory_store).
     """
+    from covel.memory_store import memory_store_open
+
+    memory_store_open()
     if settings.REDIS_URL and settings.STORE_BACKEND == "pg":
         import redis
 

@@ -1,15 +1,17 @@
 """Configuration endpoints (spec 004 "Personal configuration API" and 配置信息): model slots,
-presets, provider keys, deployment info, server settings and llm.toml as text. One ninja Router,
+presets, provider keys, deployment info, server settings, llm.toml (and the desktop's config.toml)
+as text, and the desktop-mode routes (keys, settings, proxy, app-update, data-root, open-folder). One ninja Router,
 mounted at /api/ by covel.api; the logic lives in jobs.config_services."""
 from __future__ import annotations
 
 from ninja import Router
 
 from jobs import config_services as services
-from jobs import schemas
+from jobs import desktop_services, schemas
 from sessions.api_scope import request_json
 from covel.auth import require_operator
-from covel.openapi import OPERATOR, OPERATOR_ERRORS, contract
+from covel.jsonbody import unknown_fields_check
+from covel.openapi import OPERATOR, OPERATOR_ERRORS, contract, errors_merge
 
 router = Router(tags=["config"])
 
@@ -89,3 +91,96 @@ def put_raw_config_file(request, name: str):
     config_file_too_large, 409 config_file_changed."""
     services.raw_files_authorize(request)
     return services.raw_file_put(request, name, request_json(request) if request.body.strip() else None)
+
+
+# --- desktop mode (COVEL_DESKTOP_REST=1; jobs.desktop_services) ---------------------------------
+
+DESKTOP_ERRORS = {403: "desktop_rest_disabled: not in desktop mode (COVEL_DESKTOP_REST=1)",
+                  401: "desktop_rest_token_invalid: COVEL_DESKTOP_REST_TOKEN set and not sent as Bearer"}
+
+
+@router.get("/config/keys")
+@contract(ok=schemas.ConfigKeysOut, security=OPERATOR, errors=DESKTOP_ERRORS)
+def list_config_keys(request):
+    """Desktop only: {items: [provider]} saved in keys.env, never a value."""
+    desktop_services.desktop_authorize(request)
+    return desktop_services.config_keys_list()
+
+
+@router.put("/config/keys")
+@contract(ok=schemas.ConfigKeysOut, body=schemas.ConfigKeysIn, security=OPERATOR,
+          errors=errors_merge(DESKTOP_ERRORS, {400: "invalid_config_keys: not {provider: string|null}, a bad provider id or a line break"}))
+def update_config_keys(request):
+    """Desktop only: write <covelHome>/keys.env atomically; body {provider: key | null}."""
+    desktop_services.desktop_authorize(request)
+    return desktop_services.config_keys_update(request_json(request))
+
+
+@router.get("/config/settings")
+@contract(ok=schemas.DesktopSettingsOut, security=OPERATOR, errors=DESKTOP_ERRORS)
+def get_desktop_settings(request):
+    """Desktop only: {entries} of <covelHome>/settings.json."""
+    desktop_services.desktop_authorize(request)
+    return desktop_services.config_settings_get()
+
+
+@router.put("/config/settings")
+@contract(ok=schemas.DesktopSettingsOut, body=schemas.DesktopSettingsIn, security=OPERATOR,
+          errors=errors_merge(DESKTOP_ERRORS, {400: "invalid_settings_body: not {entries: object}"}))
+def update_desktop_settings(request):
+    """Desktop only: merge {entries} (null removes a key) into settings.json, written atomically."""
+    desktop_services.desktop_authorize(request)
+    body = request_json(request)
+    unknown_fields_check(body, schemas.DesktopSettingsIn)
+    return desktop_services.config_settings_update(body)
+
+
+@router.get("/config/proxy")
+@contract(ok=schemas.ProxyOut, security=OPERATOR, errors=DESKTOP_ERRORS)
+def get_proxy(request):
+    """Desktop only: {mode, url?, effective, systemAvailable}."""
+    desktop_services.desktop_authorize(request)
+    return desktop_services.config_proxy_get()
+
+
+@router.put("/config/proxy")
+@contract(ok=schemas.ProxyOut, body=schemas.ProxyIn, security=OPERATOR,
+          errors=errors_merge(DESKTOP_ERRORS, {400: "invalid_proxy_config: bad mode or url (the diagnosis in error)"}))
+def update_proxy(request):
+    """Desktop only: prepare the transport, write proxy.json atomically, apply it."""
+    desktop_services.desktop_authorize(request)
+    body = request_json(request)
+    unknown_fields_check(body, schemas.ProxyIn)
+    return desktop_services.config_proxy_update(body)
+
+
+@router.get("/app-update/latest")
+@contract(ok=schemas.AppUpdateOut, security=OPERATOR, errors=errors_merge(DESKTOP_ERRORS, {
+    404: "app_update_not_found: no stable release", 502: "app_update_unreachable / app_update_upstream_error"}))
+def get_latest_app_update(request):
+    """Desktop only: the latest stable GitHub release {version, name, publishedAt}, through the proxy."""
+    desktop_services.desktop_authorize(request)
+    return desktop_services.app_update_latest()
+
+
+@router.put("/config/data-root")
+@contract(ok=schemas.DataRootOut, body=schemas.DataRootIn, security=OPERATOR,
+          errors=errors_merge(DESKTOP_ERRORS, {400: "invalid_data_root"}))
+def update_data_root(request):
+    """Desktop only: rewrite config.toml's data_root line; applies after a restart."""
+    desktop_services.desktop_authorize(request)
+    body = request_json(request)
+    unknown_fields_check(body, schemas.DataRootIn)
+    return desktop_services.data_root_update(body)
+
+
+@router.post("/config/open-folder")
+@contract(ok=schemas.OpenFolderOut, body=schemas.OpenFolderIn, security=OPERATOR, errors={
+    400: "open_target_unavailable: not desktop mode, no file manager, unknown or missing target",
+    401: DESKTOP_ERRORS[401]})
+def open_config_folder(request):
+    """Desktop only: open config / data / logs, llm.toml (created when missing) or keys.env."""
+    desktop_services.desktop_authorize(request, disabled_code=desktop_services.CODE_OPEN_UNAVAILABLE, disabled_status=400)
+    body = request_json(request)
+    unknown_fields_check(body, schemas.OpenFolderIn)
+    return desktop_services.open_folder(body)

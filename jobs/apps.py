@@ -28,11 +28,16 @@ class JobsConfig(AppConfig):
 
         from jobs.config_services import TRUST_SOURCES, server_setting_value
         from jobs.selectors import runtime_jobs_queued_count
+        from jobs.selectors import runtime_jobs_unfinished as selectors_unfinished
         from plugins_app.trust import trusted_sources_install
         from turns.engine.ports import runtime_jobs_queued_count_install
 
         # plugin-rpc refuses a background run when the session's queue is full (429 background_queue_full).
         runtime_jobs_queued_count_install(runtime_jobs_queued_count)
+        from turns.engine.ports import runtime_jobs_unfinished_count_install
+
+        # A browser checkpoint upload keeps the server's jobs when the session has unfinished ones.
+        runtime_jobs_unfinished_count_install(lambda session_id: len(selectors_unfinished(session_id)))
         # Community plugins whose install source is in trust.sources skip the code approvals.
         trusted_sources_install(lambda: server_setting_value(TRUST_SOURCES))
 

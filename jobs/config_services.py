@@ -24,10 +24,10 @@ from typing import Any, Callable
 from django.conf import settings
 from django.db import transaction
 
-from covel import outbound
+from covel import desktop, outbound
 from covel.errors import ApiError
 from sessions import world_packages as wp
-from covel.auth import is_operator, owner_checks_enabled
+from covel.auth import is_operator, owner_checks_enabled, session_owner_checks_enabled
 from turns.engine.providers import config as llm
 
 # --------------------------------------------------------------------------------------------
@@ -111,8 +111,8 @@ def llm_config_view(request) -> dict[str, Any]:
 
     source: ``{kind: "file"|"builtin", path}``; a file that failed to load reports kind
     "builtin" (the fallback in effect) plus ``error``. Public callers of demo/commercial get no
-    source, envKeyOverrides, error or slot baseUrl. envKeyOverrides is always [] here: this
-    server keeps no desktop key store that an environment variable could shadow.
+    source, envKeyOverrides, error or slot baseUrl. envKeyOverrides: providers whose key saved in
+    the desktop's keys.env is shadowed by the outside environment (always [] outside desktop mode).
     """
     config, error = llm_config_active()
     private = _reveals_private(request)
@@ -122,7 +122,7 @@ def llm_config_view(request) -> dict[str, Any]:
         path = llm_config_path()
         is_file = bool(path and path.is_file() and error is None and config.slots)
         out["source"] = {"kind": "file" if is_file else "builtin", "path": str(path) if path else None}
-        out["envKeyOverrides"] = []
+        out["envKeyOverrides"] = env_key_overrides()
         if error:
             out["error"] = error
     return out
@@ -149,36 +149,65 @@ def presets_list(request) -> dict[str, Any]:
 # Provider keys and deployment info
 # --------------------------------------------------------------------------------------------
 
-_KEY_VAR_RE = re.compile(r"^([A-Z][A-Z0-9_]*)_API_KEY$")
-
-
 def provider_keys_configured() -> dict[str, Any]:
-    """GET /api/provider-keys: ``{providers: {provider: {configured: true}}}`` from every set,
-    non-empty ``*_API_KEY`` variable (``OPENAI_API_KEY`` → ``openai``). Never the key text."""
-    providers: dict[str, dict[str, bool]] = {}
-    for name, value in os.environ.items():
-        match = _KEY_VAR_RE.match(name)
-        if match and value.strip():
-            providers[match.group(1).lower().replace("_", "-")] = {"configured": True}
-    return {"providers": dict(sorted(providers.items()))}
+    """GET /api/provider-keys: ``{providers: {provider: {configured: true}}}`` from the runtime key
+    table (covel.outbound.server_keys): every set, non-empty ``*_API_KEY`` variable
+    (``OPENAI_API_KEY`` → ``openai``) and, in desktop mode, the keys saved in keys.env. Never the
+    key text."""
+    return {"providers": {provider: {"configured": True} for provider in sorted(outbound.server_keys())}}
+
+
+def env_key_overrides() -> list[str]:
+    """Providers whose key saved in the desktop's keys.env is shadowed by the outside environment
+    (GET /api/llm-config envKeyOverrides); [] outside desktop mode."""
+    return sorted(p for p in desktop.saved_keys() if os.environ.get(desktop.provider_env_name(p), "").strip())
+
+
+def data_root_current() -> Path:
+    """The directory of the database in use: the SQLite file's folder (``<data_root>`` of the
+    desktop's config.toml, or SQLITE_PATH's), else COVEL_HOME/data."""
+    name = settings.DATABASES.get("default", {}).get("NAME")
+    if settings.STORE_BACKEND == "sqlite" and isinstance(name, str) and name and not name.startswith("file:"):
+        return Path(name).parent
+    return Path(settings.COVEL_HOME) / "data"
+
+
+def data_root_pending() -> str | None:
+    """config.toml's data_root when it differs from the one in use (the next start applies it)."""
+    saved = desktop.config_data_root(Path(settings.COVEL_HOME))
+    return str(saved) if saved is not None and saved != data_root_current() else None
 
 
 def config_info(request) -> dict[str, Any]:
-    """GET /api/config/info. Path fields are null for public callers of demo/commercial."""
+    """GET /api/config/info. Path fields are null for public callers of demo/commercial.
+
+    Desktop mode (COVEL_DESKTOP_REST=1): isDesktop true, and the desktop's files —
+    configPath (config.toml), keysPath (keys.env), settingsPath (settings.json), proxyPath
+    (proxy.json), logsDir — plus pendingDataRoot (config.toml's data_root when a restart is needed
+    to use it, else null). Outside desktop mode those fields are null."""
     private = _reveals_private(request)
     home = Path(settings.COVEL_HOME)
-    db_name = settings.DATABASES.get("default", {}).get("NAME") if settings.STORE_BACKEND == "sqlite" else None
+    is_desktop = desktop.is_desktop()
     paths = {
         "covelHome": str(home),
-        "dataRoot": str(Path(db_name).parent) if db_name else str(home / "data"),
+        "dataRoot": str(data_root_current()),
         "llmConfigPath": str(llm_config_path()),
         "worldsDir": str(wp.user_worlds_dir(home)),
         "pluginsDir": str(home / "plugins"),
         "mediaRoot": str(settings.MEDIA_ROOT),
     }
+    desktop_paths = {
+        "configPath": str(desktop.home_file(desktop.CONFIG_TOML)),
+        "keysPath": str(desktop.home_file(desktop.KEYS_ENV)),
+        "settingsPath": str(desktop.home_file(desktop.SETTINGS_JSON)),
+        "proxyPath": str(desktop.home_file(desktop.PROXY_JSON)),
+        "logsDir": str(desktop.home_file(desktop.LOGS_DIR)),
+        "pendingDataRoot": data_root_pending(),
+    }
+    paths.update({key: (value if is_desktop else None) for key, value in desktop_paths.items()})
     return {
-        "isDesktop": False,
-        "requiresAuth": owner_checks_enabled(),
+        "isDesktop": is_desktop,
+        "requiresAuth": session_owner_checks_enabled(),
         "deploymentTier": settings.DEPLOYMENT_TIER,
         "storeBackend": settings.STORE_BACKEND,
         **{key: (value if private else None) for key, value in paths.items()},
@@ -346,6 +375,12 @@ CODE_FILE_INVALID = "config_file_invalid"
 CODE_FILE_CHANGED = "config_file_changed"
 RAW_FILE_MAX_BYTES = 256 * 1024
 APPLIES_RELOAD = "reload"
+APPLIES_RESTART = "restart"
+CONFIG_TOML_STARTER = """\
+# Covel desktop configuration. Read when the server starts: changes apply after a restart.
+# data_root: the folder of the database (covel.db); PUT /api/config/data-root rewrites this line.
+# data_root = "~/.covel/data"
+"""
 LLM_TOML_STARTER = """\
 # Model slots of this Covel server. One table per slot:
 #   [covel.<slot>]
@@ -371,20 +406,35 @@ provider = "scripted"
 _raw_lock = threading.Lock()
 
 
+def _raw_names() -> tuple[str, ...]:
+    """The editable files: llm.toml, and config.toml in desktop mode (keys.env never)."""
+    return (llm.LLM_TOML, desktop.CONFIG_TOML) if desktop.is_desktop() else (llm.LLM_TOML,)
+
+
+def _raw_applies(name: str) -> str:
+    return APPLIES_RESTART if name == desktop.CONFIG_TOML else APPLIES_RELOAD
+
+
 def _raw_path(name: str) -> Path:
-    if name != llm.LLM_TOML:
+    if name not in _raw_names():
         raise ApiError(404, CODE_FILE_UNKNOWN, f"Not an editable configuration file: {name}")
+    if name == desktop.CONFIG_TOML:
+        return desktop.home_file(desktop.CONFIG_TOML)
     path = llm_config_path()
     if path is None:  # pragma: no cover - COVEL_HOME always has a value
         raise ApiError(404, CODE_FILE_UNKNOWN, f"Not an editable configuration file: {name}")
     return path
 
 
-def _llm_toml_check(content: str) -> None:
-    """Parse llm.toml text as the loader will; 400 config_file_invalid when it cannot be used."""
+def _raw_check(name: str, content: str) -> None:
+    """Parse the text as its loader will (llm.toml: the model config parser; config.toml:
+    covel.desktop's); 400 config_file_invalid when it cannot be used."""
     try:
-        llm.model_config_parse(content)
-    except llm.ModelConfigError as exc:
+        if name == desktop.CONFIG_TOML:
+            desktop.config_toml_parse(content)
+        else:
+            llm.model_config_parse(content)
+    except (llm.ModelConfigError, ValueError) as exc:
         raise ApiError(400, CODE_FILE_INVALID, str(exc)) from None
 
 
@@ -401,10 +451,13 @@ def _read_bytes(path: Path) -> bytes | None:
 
 
 def raw_files_list() -> dict[str, Any]:
-    """GET /api/config/raw: ``{items: [{name, path, exists, applies}]}`` (llm.toml only: this
-    server has no desktop config.toml; keys.env is never listed)."""
-    path = _raw_path(llm.LLM_TOML)
-    return {"items": [{"name": llm.LLM_TOML, "path": str(path), "exists": path.is_file(), "applies": APPLIES_RELOAD}]}
+    """GET /api/config/raw: ``{items: [{name, path, exists, applies}]}``: llm.toml (applies
+    "reload"), and in desktop mode config.toml (applies "restart"); keys.env is never listed."""
+    items = []
+    for name in _raw_names():
+        path = _raw_path(name)
+        items.append({"name": name, "path": str(path), "exists": path.is_file(), "applies": _raw_applies(name)})
+    return {"items": items}
 
 
 def raw_file_get(name: str) -> dict[str, Any]:
@@ -412,8 +465,9 @@ def raw_file_get(name: str) -> dict[str, Any]:
     reads as the starter text with the digest of an empty file. 404 config_file_unknown."""
     path = _raw_path(name)
     data = _read_bytes(path)
-    return {"name": name, "path": str(path), "exists": data is not None, "applies": APPLIES_RELOAD,
-            "content": data.decode("utf-8", "replace") if data is not None else LLM_TOML_STARTER,
+    starter = CONFIG_TOML_STARTER if name == desktop.CONFIG_TOML else LLM_TOML_STARTER
+    return {"name": name, "path": str(path), "exists": data is not None, "applies": _raw_applies(name),
+            "content": data.decode("utf-8", "replace") if data is not None else starter,
             "digest": content_digest(data or b"")}
 
 
@@ -424,7 +478,7 @@ def raw_file_put(request, name: str, body: Any) -> dict[str, Any]:
     compare baseDigest with the file on disk (409 config_file_changed), copy the file to
     ``<name>.bak``, replace it atomically, reload llm.toml. Earlier checks: 404
     config_file_unknown, 400 config_file_request_invalid, 413 config_file_too_large (256 KiB).
-    Returns the GET fields plus ``backup`` (path or null when there was no file) and ``reload``.
+    Returns the GET fields plus ``backup`` (path or null when there was no file) and ``reload`` (null for config.toml).
     """
     path = _raw_path(name)
     content = body.get("content") if isinstance(body, dict) else None
@@ -434,7 +488,7 @@ def raw_file_put(request, name: str, body: Any) -> dict[str, Any]:
     encoded = content.encode("utf-8")
     if len(encoded) > RAW_FILE_MAX_BYTES:
         raise ApiError(413, CODE_FILE_TOO_LARGE, f"The file exceeds {RAW_FILE_MAX_BYTES} bytes")
-    _llm_toml_check(content)
+    _raw_check(name, content)
     path.parent.mkdir(parents=True, exist_ok=True)
     backup: Path | None = None
     # A thread lock for this process and an flock for other processes on the same COVEL_HOME:
@@ -459,7 +513,8 @@ def raw_file_put(request, name: str, body: Any) -> dict[str, Any]:
             raise
     out = raw_file_get(name)
     out["backup"] = str(backup) if backup else None
-    out["reload"] = llm_config_reload(request)
+    # config.toml is read at start-up only: nothing to reload (applies "restart").
+    out["reload"] = llm_config_reload(request) if name == llm.LLM_TOML else None
     return out
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from covel.openapi import Wire, WireIn
 from covel.times import wire_timestamp
@@ -276,6 +276,12 @@ class ConfigInfoOut(Wire):
     worlds_dir: str | None
     plugins_dir: str | None
     media_root: str | None
+    config_path: str | None = Field(description="desktop mode: <covelHome>/config.toml")
+    keys_path: str | None = Field(description="desktop mode: <covelHome>/keys.env")
+    settings_path: str | None = Field(description="desktop mode: <covelHome>/settings.json")
+    proxy_path: str | None = Field(description="desktop mode: <covelHome>/proxy.json")
+    logs_dir: str | None = Field(description="desktop mode: <covelHome>/logs")
+    pending_data_root: str | None = Field(description="desktop mode: config.toml's data_root awaiting a restart")
 
 
 class ServerSettingOut(Wire):
@@ -315,4 +321,63 @@ class RawConfigFileIn(WireIn):
 
 class RawConfigFileSavedOut(RawConfigFileContentOut):
     backup: str | None
-    reload: LlmConfigReloadOut
+    reload: LlmConfigReloadOut | None = Field(description="llm.toml's reload; null for config.toml (applies at restart)")
+
+
+# --- desktop mode (jobs/desktop_services.py) ---------------------------------------------------
+
+
+class ConfigKeysOut(Wire):
+    items: list[str] = Field(description="providers with a key saved in keys.env; never a value")
+
+
+class ConfigKeysIn(WireIn):
+    """``{provider: key | null}``; "" or null deletes the saved key."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"additionalProperties": {"type": ["string", "null"]}})
+
+
+class DesktopSettingsOut(Wire):
+    entries: dict[str, Any]
+
+
+class DesktopSettingsIn(WireIn):
+    entries: dict[str, Any] = Field(description="key → value, or null to remove the key")
+
+
+class ProxyOut(Wire):
+    mode: Literal["direct", "system", "http", "socks"]
+    url: str | None = Field(None, description="the saved proxy URL, password shown as ***")
+    effective: str = Field(description='"direct" or the proxy an https request uses now (password masked)')
+    system_available: bool
+
+
+class ProxyIn(WireIn):
+    mode: Literal["direct", "system", "http", "socks"]
+    url: str | None = Field(None, description="http(s):// or socks5(h):// [user:password@]host:port; http/socks only")
+
+
+class AppUpdateOut(Wire):
+    version: str
+    name: str
+    published_at: str | None
+
+
+class DataRootIn(WireIn):
+    data_root: str = Field(description="absolute directory of the database (covel.db); ~ allowed")
+
+
+class DataRootOut(Wire):
+    ok: bool
+    data_root: str
+    config_path: str
+    restart_required: bool
+
+
+class OpenFolderIn(WireIn):
+    target: Literal["config", "data", "logs", "llm.toml", "keys.env"]
+
+
+class OpenFolderOut(Wire):
+    ok: bool
+    created: bool

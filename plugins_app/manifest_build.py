@@ -87,7 +87,7 @@ def runtime_build(
     trigger = Trigger(
         type=trig.get("type", "auto") if isinstance(trig.get("type"), str) else "auto",
         topic=trig.get("topic") if isinstance(trig.get("topic"), str) else None,
-        interval=_ints(trig, "interval") or _ints(trig, "every"),
+        interval=_ints(trig, "interval") or _ints(trig, "every") or _ints(schedule, "every"),
         max_trigger_count=_ints(trig, "maxTriggerCount"),
         cooldown_turns=_ints(trig, "cooldownTurns"),
         start_turn=_ints(trig, "startTurn"),

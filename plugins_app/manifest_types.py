@@ -294,6 +294,20 @@ class PluginManifest:
     is_legacy_layout: bool = False
     issues: list[Issue] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict)
+    #: Per-process memo of package files read after the load (prompt files, output schemas:
+    #: ``package_text_memo``). It lives and dies with this manifest: an install, update or dev
+    #: reload builds a new manifest, so the files are read again then and only then.
+    file_memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def package_text_memo(self, key: Any, read: Any) -> Any:
+        """``read()`` once per ``key`` for this manifest, then the remembered value (a str, None,
+        or another immutable value: callers must not change it). ``read`` may raise (OSError ...):
+        nothing is remembered then."""
+        try:
+            return self.file_memo[key]
+        except KeyError:
+            value = self.file_memo[key] = read()
+            return value
 
     @property
     def has_errors(self) -> bool:

@@ -488,8 +488,57 @@ def registry_build(
     found, shadowed = plugins_discover(builtin_dir=builtin_dir, community_dir=community_dir)
     registry = PluginRegistry(shadowed=shadowed)
     for item in found:
-        registry.records[item.id] = plugin_record_build(item, load_entries=load_entries)
+        if item.source == SOURCE_BUILTIN and load_entries:
+            registry.records[item.id] = _builtin_record(item)
+        else:
+            registry.records[item.id] = plugin_record_build(item, load_entries=load_entries)
     return registry
+
+
+# Builtin records per process. A builtin package changes only with a restart, and its record (the
+# parsed manifest, the imported entry's registrations) is the same for every COVEL_HOME, so every
+# registry this process builds — one per home, and again after a registry_reset() (an install
+# directory "restart") — shares it instead of parsing ~30 manifests and running their entries
+# again (0.2–0.3 s idle, seconds on a loaded machine). Builtin records are never changed after
+# the build (entry_ensure and plugin_reload only touch community records). A record is reused
+# while its folder and PLUGIN.md keep the stamp it was built from, and only when both were last
+# changed more than BUILTIN_RACY_SECONDS before the build (a folder written in the same clock
+# tick as the read could keep its stamp; tests write throw-away builtin folders).
+BUILTIN_RACY_SECONDS = 0.25  # as sessions.world_packages.RACY_SECONDS (file timestamp ticks)
+BUILTIN_RECORDS_KEPT = 512
+_builtin_records: dict[tuple[str, str], tuple[tuple[int, ...], PluginRecord]] = {}
+_builtin_lock = threading.Lock()
+
+
+def _builtin_stamp(root: Path) -> tuple[tuple[int, ...], float] | None:
+    try:
+        folder, manifest = root.stat(), (root / PLUGIN_FILE).stat()
+    except OSError:
+        return None
+    stamp = (folder.st_ino, folder.st_mtime_ns, folder.st_ctime_ns, manifest.st_ino, manifest.st_size,
+             manifest.st_mtime_ns, manifest.st_ctime_ns)
+    return stamp, max(folder.st_mtime_ns, folder.st_ctime_ns, manifest.st_mtime_ns, manifest.st_ctime_ns) / 1e9
+
+
+def _builtin_record(found: DiscoveredPlugin) -> PluginRecord:
+    """The builtin record for ``found``: the one this process built already, or a new build."""
+    import time
+
+    key = (str(found.root), found.id)
+    stamped = _builtin_stamp(found.root)
+    if stamped is not None:
+        with _builtin_lock:
+            cached = _builtin_records.get(key)
+        if cached is not None and cached[0] == stamped[0]:
+            return cached[1]
+    record = plugin_record_build(found)
+    if stamped is not None and stamped[1] < time.time() - BUILTIN_RACY_SECONDS:
+        with _builtin_lock:
+            _builtin_records.pop(key, None)
+            _builtin_records[key] = (stamped[0], record)
+            while len(_builtin_records) > BUILTIN_RECORDS_KEPT:  # builtin dirs other than the shipped one
+                del _builtin_records[next(iter(_builtin_records))]
+    return record
 
 
 _cache: dict[str, tuple[PluginRegistry, tuple[int, int] | None]] = {}
@@ -604,11 +653,17 @@ def plugin_registry() -> PluginRegistry:
     return registry_get(covel_home=settings.COVEL_HOME, builtin_dir=Path(builtin) if builtin else None)
 
 
-def registry_reset() -> None:
-    """Drop cached registries (after install/uninstall, and between tests)."""
+def registry_reset(*, builtin_records: bool = False) -> None:
+    """Drop cached registries (after install/uninstall, and between tests): the next read
+    discovers the install directories again and re-runs their start-up steps, as a restart does.
+    Builtin records are kept (they change only with a restart of the process, see
+    ``_builtin_record``) unless ``builtin_records`` is true."""
     with _cache_lock:
         _cache.clear()
         _started_homes.clear()
+    if builtin_records:
+        with _builtin_lock:
+            _builtin_records.clear()
 
 
 __all__ = [

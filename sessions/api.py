@@ -13,7 +13,7 @@ from ninja.responses import Status
 
 from sessions import selectors, services
 from sessions.api_scope import request_json, session_scope
-from covel.auth import is_operator, owner_checks_enabled, require_operator
+from covel.auth import browser_private, is_operator, owner_checks_enabled, require_operator
 from covel.jsonbody import unknown_fields_check
 from covel.openapi import BUSY_ERRORS, OPERATOR, OPERATOR_ERRORS, OWNER, SESSION_ERRORS, Ok, contract, errors_merge
 from covel.ratelimit import rate_limit_hit
@@ -48,8 +48,11 @@ def _int_param(request: HttpRequest, name: str, default: int, maximum: int) -> i
 @router.get("/sessions")
 @contract(ok=SessionsOut, query=SessionListQuery, security=OPERATOR)
 def list_sessions(request: HttpRequest):
-    """Sessions, newest first (``?worldId=``). Hosted tiers list only for the operator (others get [])."""
+    """Sessions, newest first (``?worldId=``). Hosted tiers list only for the operator (others get []);
+    the browser-private profile lists nothing unless ENABLE_DEBUG_PAGE (spec 004 隐私门禁)."""
     if owner_checks_enabled() and not is_operator(request):
+        return {"items": []}
+    if browser_private() and not settings.ENABLE_DEBUG_PAGE:
         return {"items": []}
     sessions = selectors.session_list(world_id=request.GET.get("worldId") or None)
     return {"items": [selectors.session_out(s, brief=True) for s in sessions]}

@@ -12,7 +12,7 @@ import hashlib
 import hmac
 import secrets
 
-from covel.auth import is_operator, owner_checks_enabled, request_tokens
+from covel.auth import is_operator, request_tokens, session_owner_checks_enabled
 from covel.errors import SessionNotFound, Unauthorized
 
 
@@ -27,9 +27,10 @@ def new_owner_token() -> str:
 
 
 def session_owner_check(request, session) -> None:
-    """Raise 401 session_owner_required unless the tier is self, the request is the operator, or it
-    presents the session's owner token. Sessions with no stored hash are always refused."""
-    if not owner_checks_enabled() or is_operator(request):
+    """Raise 401 session_owner_required unless the tier is self (and the profile is not
+    browser-private), the request is the operator, or it presents the session's owner token.
+    Sessions with no stored hash are always refused."""
+    if not session_owner_checks_enabled() or is_operator(request):
         return
     stored = session.owner_token_hash
     if stored and any(hmac.compare_digest(token_hash(t), stored) for t in request_tokens(request)):

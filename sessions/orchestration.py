@@ -51,7 +51,13 @@ def _policy_ref(value: Any) -> dict[str, str] | None:
 def orchestration_settings(session: Session) -> dict[str, Any]:
     """The normalized ``metadata.orchestration``: defaults for absent or malformed quotas; a saved
     ``turnPolicy`` is kept whether or not it is still available."""
-    raw = (session.metadata or {}).get(ORCHESTRATION_KEY)
+    return orchestration_from_metadata(session.metadata)
+
+
+def orchestration_from_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
+    """orchestration_settings over a session's metadata dict (the turn engine reads its snapshot's):
+    ``{turnPolicy?: {pluginId, name}, maxActors, maxSubagentCalls}``."""
+    raw = (metadata or {}).get(ORCHESTRATION_KEY)
     raw = raw if isinstance(raw, dict) else {}
     out: dict[str, Any] = {}
     policy = _policy_ref(raw.get("turnPolicy"))

@@ -6,6 +6,9 @@
   none of the session's runtime jobs holds its runtime lease any more, False when ``timeout_seconds``
   passed first. Installed by ``jobs`` (``jobs.services.session_jobs_drain``); without it there are
   no runtime jobs to wait for.
+- ``session_deleted(session_id)``: called after a session DELETE removed its rows (committed).
+  Installed by ``turns`` (``turns.browser_workspace.workspace_release``: the browser-private
+  revision, head and replay cache go with the session, spec 004 §幂等重放缓存).
 """
 from __future__ import annotations
 
@@ -27,3 +30,18 @@ def session_jobs_drain(session_id: str, timeout_seconds: float) -> bool:
     if _session_jobs_drain is None:
         return True
     return _session_jobs_drain(session_id, timeout_seconds)
+
+
+_session_deleted: list[Callable[[str], None]] = []
+
+
+def session_deleted_install(callback: Callable[[str], None]) -> None:
+    """Call ``callback(session_id)`` after every committed session DELETE (the apps above, at start-up)."""
+    if callback not in _session_deleted:
+        _session_deleted.append(callback)
+
+
+def session_deleted(session_id: str) -> None:
+    """Tell the installed callbacks that ``session_id`` is gone (after its delete committed)."""
+    for callback in tuple(_session_deleted):  # a copy: a callback may install another
+        callback(session_id)

@@ -461,7 +461,7 @@ def session_delete(session_id: str) -> None:
     takes over at once and never runs SessionEnd again.
     """
     from sessions.locks import session_lock
-    from sessions.ports import session_jobs_drain
+    from sessions.ports import session_deleted, session_jobs_drain
 
     now = timezone.now()
     with transaction.atomic():
@@ -493,6 +493,7 @@ def session_delete(session_id: str) -> None:
         with session_lock(session_id):
             with transaction.atomic():
                 Session.objects.filter(pk=session_id).delete()
+                transaction.on_commit(lambda: session_deleted(session_id))
     except Exception:
         # Leave a retry mark: the next DELETE takes over without waiting for the lease.
         Session.objects.filter(pk=session_id).update(deletion_started_at=datetime(2000, 1, 1, tzinfo=dt_timezone.utc))

@@ -23,6 +23,14 @@ def _accepting_namespaces(record, contract: str) -> list[str]:
     return [ns for ns, decl in data.items() if isinstance(decl, dict) and contract in (decl.get("accepts") or [])]
 
 
+def contract_is_received(record, contract: str) -> bool:
+    """Whether a plugin takes world data of ``contract``: a data namespace accepting it, or a world
+    projection reading it (sessions.world_data_projections)."""
+    from sessions.world_data_projections import projections_of
+
+    return bool(_accepting_namespaces(record, contract) or projections_of(record, contract))
+
+
 def contract_sources_unreceived(metadata: dict[str, Any], registry, plugin_ids: list[str] | None) -> list[dict[str, Any]]:
     """The world's enabled ``contract:`` sources that none of ``plugin_ids`` (None: every installed,
     non-error plugin) accepts: ``[{sourceId, contract, code: "receiver-missing", message}]``
@@ -36,7 +44,7 @@ def contract_sources_unreceived(metadata: dict[str, Any], registry, plugin_ids: 
                 and source["target"].startswith(TARGET_CONTRACT_PREFIX) and source.get("enabled", True)):
             continue
         contract = source["target"][len(TARGET_CONTRACT_PREFIX):].split("+", 1)[0]
-        if not any(_accepting_namespaces(registry.get(pid), contract) for pid in plugin_ids):
+        if not any(contract_is_received(registry.get(pid), contract) for pid in plugin_ids):
             out.append({"sourceId": source.get("id"), "contract": contract, "code": CODE_RECEIVER_MISSING,
                         "message": f"no plugin receives {contract}; source {source.get('id')} is not imported"})
     return out

@@ -25,10 +25,12 @@ from sessions.world_data_contracts import (
     TARGET_CONTRACT_PREFIX,
     _accepting_namespaces,
     _contract_sources,
+    contract_is_received,
     contract_source_rows,
     contract_sources_unreceived,
     world_dimensions_for,
 )
+from sessions.world_data_projections import world_projection_rows_write, world_projections_run
 from sessions.world_data_sync import ledger_record_creation
 
 RECEIVERS_KEY = "worldDataReceivers"
@@ -78,15 +80,23 @@ def contract_data_deliver(session, world, content: dict[str, Any], registry, plu
                 result.imported += len(fresh)
                 # changed in the game since: kept as it is
                 result.conflicts += sum(1 for key, record in rows if key in existing and existing[key] != record)
+    # The plugins' world projections over the same sources, independent of the receivers (spec 004).
+    projected = world_projections_run(_contract_sources(world), data, registry, plugin_ids)
+    written, kept = world_projection_rows_write(session, projected)
+    result.imported += written
+    result.conflicts += kept
+    for plugin_id, _namespace in projected.rows:
+        if plugin_id not in result.receivers:
+            result.receivers.append(plugin_id)
     if result.receivers:
         meta = dict(session.metadata or {})
         meta[RECEIVERS_KEY] = list(dict.fromkeys([*(meta.get(RECEIVERS_KEY) or []), *result.receivers]))
         session.metadata = meta
     # The provenance ledger: what the importer wrote is importer-managed (sessions.world_data_sync).
-    ledger_record_creation(session, world, plugin_ids, registry)
+    ledger_record_creation(session, world, plugin_ids, registry, projected)
     # Data none of these plugins receives is reported, never dropped quietly (issue 21).
     result.notices = [{"level": "warning", **{k: v for k, v in n.items() if k != "contract"}}
-                      for n in contract_sources_unreceived(world.metadata, registry, plugin_ids)]
+                      for n in contract_sources_unreceived(world.metadata, registry, plugin_ids)] + projected.notices
     return result
 
 
@@ -95,8 +105,8 @@ def world_data_notices(world, registry, runnable: list[str], *, has_dimension_pr
     a receiver, and world dimensions without a ``world.dimensions@1`` provider."""
     notices: list[dict[str, Any]] = []
     for source in _contract_sources(world):
-        contract = source["target"][len(TARGET_CONTRACT_PREFIX):]
-        if not any(_accepting_namespaces(registry.get(pid), contract) for pid in runnable):
+        contract = source["target"][len(TARGET_CONTRACT_PREFIX):].split("+", 1)[0]
+        if not any(contract_is_received(registry.get(pid), contract) for pid in runnable):
             notices.append({"level": "warning", "sourceId": source.get("id"), "code": CODE_RECEIVER_MISSING,
                             "message": f"no enabled plugin receives {contract}; source {source.get('id')} was not imported"})
     if world.dimensions and not has_dimension_provider:

@@ -39,6 +39,7 @@ from django.db import transaction
 from covel.errors import ApiError, SessionNotFound
 from sessions.errors import DimensionProviderConflict, WorldDeleting, WorldNotFound
 from sessions.models import DimensionValue, Session, WorldDataLedgerRow
+from sessions.world_data_projections import CODE_PROJECTION_DEFERRED, ProjectionResult, projections_of, world_projections_run
 from sessions.world_data_contracts import (CODE_DIMENSION_PROVIDER_MISSING, HIDDEN_NAMESPACE_PREFIX, TARGET_CONTRACT_PREFIX,
                                            _accepting_namespaces, _contract_sources, contract_source_rows,
                                            contract_sources_unreceived, world_dimensions_for)
@@ -121,13 +122,19 @@ class Plan:
     diagnostics: list[dict[str, Any]] = field(default_factory=list)
     provider: str | None = None
     plugin_ids: list[str] = field(default_factory=list)
+    #: (pluginId, namespace) of projections that failed this plan: their managed rows are kept.
+    held: set[tuple[str, str]] = field(default_factory=set)
 
 
 
 
-def plan_build(world, locale: str, plugin_ids: list[str], registry) -> Plan:
+def plan_build(world, locale: str, plugin_ids: list[str], registry, *, projections: bool = False,
+               projected: ProjectionResult | None = None) -> Plan:
     """The import plan of ``world`` (a sessions.catalog.ResolvedWorld) for ``plugin_ids``: dimensions
     from the world record, other data from the package's data/ (``world.content(locale)``).
+    World projections (sessions.world_data_projections) are run only with ``projections`` (sync),
+    or their rows taken from ``projected`` (creation, which already ran them); otherwise each one is
+    a ``projection-deferred`` warning (spec 004 §preflight: 预检不会加载也不会执行 worldProjections handler).
     Raises 409 dimension_provider_conflict with more than one world.dimensions@1 provider."""
     from sessions.plugin_selection import dimension_providers
 
@@ -155,6 +162,19 @@ def plan_build(world, locale: str, plugin_ids: list[str], registry) -> Plan:
                 namespace = f"{HIDDEN_NAMESPACE_PREFIX}{namespace}" if hidden else namespace
                 plan.rows += [PlanRow("plugin-data", source["target"], str(source.get("id")), key, record, plugin_id, namespace)
                               for key, record in rows]
+            if projections or projected is not None:
+                continue
+            for projection_id, _decl in projections_of(registry.get(plugin_id), contract):
+                plan.diagnostics.append({"level": "warning", "code": CODE_PROJECTION_DEFERRED, "sourceId": source.get("id"),
+                                         "pluginId": plugin_id, "projectionId": projection_id,
+                                         "message": f"{plugin_id} projection {projection_id} runs when the data is imported, not in this plan"})
+    if projections and projected is None:
+        projected = world_projections_run(_contract_sources(world), data, registry, plugin_ids)
+        plan.diagnostics += projected.notices
+    if projected is not None:
+        plan.rows += [PlanRow("plugin-data", e.target, e.source_id, e.key, e.record, e.plugin_id, e.namespace)
+                      for e in dict(((e.plugin_id, e.namespace, e.key), e) for e in projected.entries).values()]
+        plan.held |= projected.held
     for notice in contract_sources_unreceived(world.metadata, registry, plugin_ids):
         plan.diagnostics.append({"level": "warning", **{k: v for k, v in notice.items() if k != "contract"}})
     return plan
@@ -296,6 +316,8 @@ def _compute(session: Session, world_id: str, plan: Plan, *, force: bool, dimens
             continue
         if dimensions_only or led.plugin_id not in plan.plugin_ids:
             continue  # a receiver not enabled now keeps its managed data
+        if (led.plugin_id, led.namespace) in plan.held:
+            continue  # its projection failed this time: the old rows and their ledger stay
         cur = PluginData.objects.filter(session=session, plugin_id=led.plugin_id, namespace=led.namespace, key=led.key).first()
         if cur is None or force or value_hash(cur.value) == led.value_hash:
             out.deletes.append(led)
@@ -373,7 +395,7 @@ def world_data_sync(*, world_id: str, payload: Any, registry, dimensions_only: b
     if world.is_deleting:
         raise WorldDeleting(world_id)
     # Reading sources and checking schemas happen outside the session lock; a dry run only reads.
-    plan = plan_build(world, session.locale, list(session.active_plugins or []), registry)
+    plan = plan_build(world, session.locale, list(session.active_plugins or []), registry, projections=not dimensions_only)
     fingerprint = _fingerprint(world, session)
     diagnostics = list(plan.diagnostics)
     if dimensions_only:
@@ -406,10 +428,12 @@ def world_data_sync(*, world_id: str, payload: Any, registry, dimensions_only: b
             "mediaRefs": []}
 
 
-def ledger_record_creation(session: Session, world, plan_rows_for: list[str], registry) -> None:
+def ledger_record_creation(session: Session, world, plan_rows_for: list[str], registry,
+                           projected: ProjectionResult | None = None) -> None:
     """Record what session creation (or a late receiver) imported: every planned row whose target
-    now holds the planned value becomes a managed ledger row. Called in the creating transaction."""
-    plan = plan_build(world, session.locale, plan_rows_for, registry)
+    now holds the planned value becomes a managed ledger row (``projected``: the rows the world
+    projections produced in this delivery). Called in the creating transaction."""
+    plan = plan_build(world, session.locale, plan_rows_for, registry, projected=projected)
     from plugins_app.models import PluginData
 
     for row in plan.rows:

@@ -114,6 +114,7 @@ def _world_activate(staged_root: Path, world_id: str, *, origin: str, receipt: d
     target = wp.user_worlds_dir(settings.COVEL_HOME) / world_id
     package_claim(target, world_id, code=CODE_WORLD_ALREADY_EXISTS)
     package_publish(staged_root, target)
+    wp.world_packages_forget(target)
     view = world_selectors.world_get(world_id)
     if view is None or view.package is None or view.package.root != target.resolve():
         shutil.rmtree(target, ignore_errors=True)
@@ -132,12 +133,14 @@ def world_replace_staged(staged_root: Path, world_id: str, *, receipt: dict[str,
     old = package_move_out(target)
     try:
         os.replace(staged_root, target)
+        wp.world_packages_forget(target)
         view = world_selectors.world_get(world_id)
         if view is None or view.package is None or view.package.root != target.resolve():
             raise OSError("the new package did not activate")
     except OSError as exc:
         shutil.rmtree(target, ignore_errors=True)
         os.replace(old, target)
+        wp.world_packages_forget(target)
         raise ApiError(500, CODE_WORLD_ACTIVATION_FAILED, f"World {world_id} could not be updated ({exc}); "
                        "the installed version stays") from None
     trash_remove(old)

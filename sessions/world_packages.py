@@ -29,7 +29,12 @@ formats (static dimension blocks, `requiredPlugins`, `characterAttributes`, plug
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import os
+import pickle
+import threading
+import time
 from pathlib import Path
 
 from plugins_app.validation import (
@@ -86,12 +91,84 @@ __all__ = [
     "WORLD_FIELDS", "WORLD_FILE", "WORLD_ID_RE", "PackSpec", "PluginPolicy", "WorldDataSource",
     "WorldLocaleContent", "WorldPackage", "locale_split", "overlay_merge", "packs_catalog_load",
     "text_for", "user_worlds_dir", "world_package_load", "world_packages_discover",
-    "world_validation_report",
+    "world_packages_forget", "world_validation_report",
 ]
 
+# --------------------------------------------------------------------------------------------
+# Per-process cache of loaded packages
+# --------------------------------------------------------------------------------------------
+# Loading a package parses every file and hashes the whole tree (50-200 ms for a builtin world),
+# and GET /api/worlds, world reads and session creation load every package again. A loaded
+# package is kept per process, keyed by (root, source, expected id), and reused while the tree's
+# stamp is unchanged: every file and folder as (relative path, size, mtime, ctime, inode), one
+# os.scandir walk (~0.1 ms per file). Any write, rename, new or removed file changes it, in this
+# process or another one (hosted web processes and workers share the folder), so no restart or
+# message is needed. A tree touched within RACY_SECONDS of the read is not cached: file
+# timestamps are coarse (Linux stamps files from the kernel's tick clock, at most 10 ms behind),
+# so an edit in the same tick as the read could keep its old stamp — the way git treats "racily
+# clean" index entries; ctime cannot be set back by a writer. Installs, updates and deletes also
+# drop the entry explicitly (world_packages_forget). Hand-rolled because it is 50 lines and keyed
+# on file-system state that no caching library models.
 
-def world_package_load(root: Path | str, *, source: str = SOURCE_FILE, expected_id: str | None = None) -> WorldPackage:
+#: A tree whose newest ctime/mtime is younger than this is loaded fresh on every read (25× the
+#: coarsest Linux timestamp tick; a file system with coarser timestamps, FAT's 2 s, would need more).
+RACY_SECONDS = 0.25
+#: At most this many packages are kept (staging folders of installs come and go); the oldest go first.
+CACHE_ENTRIES = 256
+#: (root, source, expected id) → (tree stamp, the WorldPackage, the same pickled). A default read
+#: gets its own copy (unpickling is 3–10× cheaper than copy.deepcopy); ``shared=True`` reads get the
+#: cached object itself.
+_cache: dict[tuple[str, str, str | None], tuple[tuple, WorldPackage, bytes]] = {}
+_cache_lock = threading.Lock()
+
+
+def _tree_stamp(root: Path) -> tuple[tuple, float] | None:
+    """(stamp, newest ctime/mtime in seconds) of the tree at ``root``; None when it cannot be read."""
+    entries: list[tuple] = []
+    newest = 0.0
+    pending = [(str(root), "")]
+    try:
+        while pending:
+            folder, prefix = pending.pop()
+            with os.scandir(folder) as scan:
+                for entry in scan:
+                    try:
+                        info = entry.stat()  # a symlinked file: its target's stamp
+                    except OSError:
+                        info = entry.stat(follow_symlinks=False)  # a dangling link
+                    rel = prefix + entry.name
+                    entries.append((rel, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_mode))
+                    newest = max(newest, info.st_mtime_ns, info.st_ctime_ns)
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append((entry.path, rel + "/"))
+            folder_info = os.stat(folder)
+            entries.append((prefix, folder_info.st_mtime_ns, folder_info.st_ctime_ns, folder_info.st_ino))
+            newest = max(newest, folder_info.st_mtime_ns, folder_info.st_ctime_ns)
+    except OSError:
+        return None
+    entries.sort()
+    return tuple(entries), newest / 1e9
+
+
+def world_packages_forget(root: Path | str | None = None) -> None:
+    """Drop cached packages: the one(s) at ``root`` (any source), or all when root is None. Called
+    after a world is installed, updated, replaced or deleted; reads re-check the tree anyway."""
+    with _cache_lock:
+        if root is None:
+            _cache.clear()
+            return
+        key_root = str(Path(root).resolve())
+        for key in [k for k in _cache if k[0] == key_root]:
+            del _cache[key]
+
+
+def world_package_load(root: Path | str, *, source: str = SOURCE_FILE, expected_id: str | None = None,
+                       shared: bool = False) -> WorldPackage:
     """Load and validate the world package at `root`. Never raises for bad content.
+
+    Cached per process while the package's files are unchanged (see "Per-process cache" above).
+    Every call returns its own copy, so callers may change it — except with ``shared=True``: then
+    the cached object itself, which callers must treat as read-only (listings).
 
     source: metadata.source ("file" for builtin worlds, "user-file" for COVEL_HOME/worlds;
     a user world holding INSTALL_MARKER is reported as "generated-file").
@@ -100,6 +177,27 @@ def world_package_load(root: Path | str, *, source: str = SOURCE_FILE, expected_
     dotted fields; codes in the modules named above) before using it.
     """
     root = Path(root).resolve()
+    key = (str(root), source, expected_id)
+    stamped = _tree_stamp(root)
+    if stamped is not None:
+        with _cache_lock:
+            cached = _cache.get(key)
+        if cached is not None and cached[0] == stamped[0]:
+            return cached[1] if shared else pickle.loads(cached[2])
+    world = _world_package_read(root, source=source, expected_id=expected_id)
+    if stamped is not None and stamped[1] < time.time() - RACY_SECONDS:
+        blob = pickle.dumps(world, protocol=pickle.HIGHEST_PROTOCOL)
+        kept = pickle.loads(blob) if not shared else world  # the caller may change its own copy
+        with _cache_lock:
+            _cache.pop(key, None)
+            _cache[key] = (stamped[0], kept, blob)
+            while len(_cache) > CACHE_ENTRIES:
+                del _cache[next(iter(_cache))]
+    return world
+
+
+def _world_package_read(root: Path, *, source: str, expected_id: str | None) -> WorldPackage:
+    """world_package_load without the cache: parse, validate and hash the tree at ``root``."""
     if source == SOURCE_USER and (root / INSTALL_MARKER).is_file():
         source = SOURCE_GENERATED
     issues: list[Issue] = []
@@ -152,10 +250,12 @@ def user_worlds_dir(covel_home: Path | str) -> Path:
     return Path(covel_home) / "worlds"
 
 
-def world_packages_discover(*, builtin_dir: Path | None = None, user_dir: Path | None = None) -> list[WorldPackage]:
+def world_packages_discover(*, builtin_dir: Path | None = None, user_dir: Path | None = None,
+                            shared: bool = False) -> list[WorldPackage]:
     """Load every package folder (one holding world.yaml) in builtin_dir (source "file") and
     user_dir (source "user-file"). Folder name = world id. A user world reusing a builtin id gets
-    an `id-conflict` error. Broken packages are returned too (check `.ok`)."""
+    an `id-conflict` error. Broken packages are returned too (check `.ok`). ``shared``: the cached
+    read-only packages (see world_package_load)."""
     out: list[WorldPackage] = []
     seen: set[str] = set()
     for directory, source in ((builtin_dir if builtin_dir is not None else BUILTIN_WORLDS_DIR, SOURCE_FILE), (user_dir, SOURCE_USER)):
@@ -164,9 +264,14 @@ def world_packages_discover(*, builtin_dir: Path | None = None, user_dir: Path |
         for child in sorted(Path(directory).iterdir(), key=lambda p: p.name):
             if not child.is_dir() or child.name.startswith((".", "_")) or not (child / WORLD_FILE).is_file():
                 continue
-            world = world_package_load(child, source=source, expected_id=child.name)
+            world = world_package_load(child, source=source, expected_id=child.name, shared=shared)
             if world.id in seen:
-                world.issues.append(error("id-conflict", f"world id {world.id!r} is already provided by another package", WORLD_FILE, "id"))
+                conflict = error("id-conflict", f"world id {world.id!r} is already provided by another package", WORLD_FILE, "id")
+                if shared:  # never change the cached package: a shallow copy with its own issue list
+                    world = copy.copy(world)
+                    world.issues = [*world.issues, conflict]
+                else:
+                    world.issues.append(conflict)
             seen.add(world.id)
             out.append(world)
     return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -34,9 +35,11 @@ def builtin_worlds_dir() -> Path:
     return Path(configured) if configured else wp.BUILTIN_WORLDS_DIR
 
 
-def world_packages_all() -> list[wp.WorldPackage]:
-    """Every package folder of the builtin and user world directories, loadable or not (builtin first)."""
-    return wp.world_packages_discover(builtin_dir=builtin_worlds_dir(), user_dir=wp.user_worlds_dir(settings.COVEL_HOME))
+def world_packages_all(*, shared: bool = False) -> list[wp.WorldPackage]:
+    """Every package folder of the builtin and user world directories, loadable or not (builtin
+    first). ``shared``: the cached read-only packages (sessions.world_packages.world_package_load)."""
+    return wp.world_packages_discover(builtin_dir=builtin_worlds_dir(), user_dir=wp.user_worlds_dir(settings.COVEL_HOME),
+                                      shared=shared)
 
 
 def world_packages_list() -> list[wp.WorldPackage]:
@@ -184,12 +187,35 @@ def world_summary(record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: (root, source, digest, world.yaml mtime) → the WorldSummary of an untouched package world. The
+#: summary of a cached package is built once instead of per GET /api/worlds (record() deep-copies
+#: every embedded character and lorebook entry, and the summary keeps none of them).
+_summaries: dict[tuple[str, str, str, int], dict[str, Any]] = {}
+SUMMARIES_KEPT = 256
+_summaries_lock = threading.Lock()
+
+
+def _package_summary(package: wp.WorldPackage) -> dict[str, Any]:
+    key = (str(package.root), package.source, package.digest, (package.root / wp.WORLD_FILE).stat().st_mtime_ns)
+    with _summaries_lock:
+        summary = _summaries.get(key)
+    if summary is None:
+        record = _package_record(package)
+        record["updateAvailable"] = False
+        summary = world_summary(record)
+        with _summaries_lock:
+            _summaries[key] = summary
+            while len(_summaries) > SUMMARIES_KEPT:
+                del _summaries[next(iter(_summaries))]
+    return copy.deepcopy(summary)
+
+
 def world_list() -> list[dict[str, Any]]:
     """Summaries of every world: package worlds (edited rows override) then store rows, by id."""
     rows = {row.id: row for row in World.objects.all()}
     out = []
     seen = set()
-    for package in world_packages_all():
+    for package in world_packages_all(shared=True):
         row = rows.get(package.id)
         if not package.ok:
             # Listed with its diagnostics and logged, never silently absent (issue 21).
@@ -205,10 +231,9 @@ def world_list() -> list[dict[str, Any]]:
             flag = update_available(record, package)
             if flag is not None:
                 record["updateAvailable"] = flag
+            out.append(world_summary(record))
         else:
-            record = _package_record(package)
-            record["updateAvailable"] = False
-        out.append(world_summary(record))
+            out.append(_package_summary(package))
         seen.add(package.id)
     for world_id in sorted(rows):
         if world_id not in seen and (rows[world_id].metadata or {}).get("source") == "store":

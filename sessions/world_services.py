@@ -199,6 +199,7 @@ def world_delete(*, world_id: str) -> dict[str, Any]:
     if package is not None and package.source in (wp.SOURCE_USER, wp.SOURCE_GENERATED) and package.root.is_dir():
         trash = package.root.with_name(f".deleting-{world_id}-{uuid.uuid4().hex[:6]}")
         package.root.rename(trash)  # out of the load directory before the record goes
+        wp.world_packages_forget(package.root)
         World.objects.filter(pk=world_id).delete()
         shutil.rmtree(trash, ignore_errors=True)
     else:

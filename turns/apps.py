@@ -8,6 +8,11 @@ class TurnsConfig(AppConfig):
     media_reference_fields = {"RuntimeOutput": ("output",), "TraceEvent": ("payload",), "TurnResult": ("summary",)}
 
     def ready(self) -> None:
+        # Before any connection: bulk inserts of trace rows and frames (JSON arrays) escape at C
+        # speed on PostgreSQL (covel.pgadapt, issue 18).
+        from covel.pgadapt import install as pg_adapters_install
+
+        pg_adapters_install()
         # Registers this app's task names, which services send by name (covel.taskqueue).
         from turns import tasks  # noqa: F401
         # ctx.media of function runtimes stores through this port (the engine does not import media).
@@ -19,6 +24,11 @@ class TurnsConfig(AppConfig):
         from turns import assets, tasks_assets  # noqa: F401
 
         ports.asset_generation_stage_install(assets.asset_job_stage)
+        from sessions.ports import session_deleted_install
+        from turns.browser_workspace import workspace_release
+
+        # A deleted session's browser-private revision, head and replay cache go with it.
+        session_deleted_install(workspace_release)
         # POST /api/actions retries pending dimension settlements before a player turn.
         from turns.settlement_retry import pending_settlements_retry
 

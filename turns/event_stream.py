@@ -6,8 +6,8 @@ Shape of one web process:
   subscribes once to the bus channel ``session:<id>`` (``covel.eventbus``: Redis pub/sub hosted,
   in-process embedded), and on every wake-up reads the new rows of the durable log
   (``turns.SessionEvent``) with ONE query, renders each frame once, and keeps the newest
-  ``_BUFFER_MAX`` in memory. Subscribers are async generators parked on the feed's
-  ``asyncio.Event``; no thread and no Redis connection per subscriber.
+  ``_BUFFER_MAX`` in memory. Subscribers are async generators parked on the feed (one future
+  each, ``_Feed.wait``); no thread and no Redis connection per subscriber.
 - A hub-wide poll (``COVEL_EVENT_POLL_MS``) compares every watched session's ``event_seq`` with
   its feed in one query, so a lost wake-up delays but never drops an event.
 - Replay: a subscriber whose cursor is older than the feed's buffer reads the log itself, in
@@ -112,6 +112,8 @@ class RateLimitExceeded(ApiError):
 
 class ConnectionSlot:
     """One counted open stream; ``release()`` is idempotent and thread-safe."""
+
+    __slots__ = ("_registry", "session_id", "member", "_released")
 
     def __init__(self, registry: "ConnectionRegistry", session_id: str, member: str = "") -> None:
         self._registry = registry
@@ -548,7 +550,15 @@ def db_connections_close(timeout_seconds: float = 5.0) -> None:
 
 
 class _Feed:
-    """The shared reader of one session's log for one event loop."""
+    """The shared reader of one session's log for one event loop.
+
+    Wake-ups: ``generation`` counts them; a subscriber notes it, reads, and parks with ``wait(gen)``
+    (returns at once when a wake-up came in between). One future per parked subscriber and no
+    per-feed ``asyncio.Event`` (its deque alone is 760 bytes, most feeds have one subscriber).
+    """
+
+    __slots__ = ("hub", "session_id", "epoch", "head", "floor", "buffer", "generation", "_waiters", "refs",
+                 "closed_reason", "_refreshing", "_dirty", "_task", "_unsubscribe", "__weakref__")
 
     def __init__(self, hub: "_Hub", session_id: str, epoch: str, head: int) -> None:
         self.hub = hub
@@ -557,7 +567,8 @@ class _Feed:
         self.head = head  # newest seq loaded
         self.floor = head  # the buffer holds exactly floor+1 .. head
         self.buffer: deque[_Row] | None = None  # created with the first row (most feeds stay idle)
-        self.changed = asyncio.Event()
+        self.generation = 0  # wake-ups so far
+        self._waiters: list[asyncio.Future] | None = None  # parked subscribers' futures
         self.refs = 0
         self.closed_reason: str | None = None
         self._refreshing = False
@@ -566,23 +577,36 @@ class _Feed:
         self._unsubscribe = None
 
     def start(self) -> None:
-        loop = self.hub.loop
-
-        def on_message(message: dict) -> None:  # runs on the bus thread
-            try:
-                loop.call_soon_threadsafe(self._on_signal, message)
-            except RuntimeError:  # loop closed
-                pass
-
-        def on_live() -> None:  # the subscription is live (bus thread; inline when it already was)
-            try:
-                loop.call_soon_threadsafe(self._on_live)
-            except RuntimeError:  # loop closed
-                pass
-
         # Hosted, Redis confirms a new channel's SUBSCRIBE asynchronously (the loop must not wait):
-        # the first read runs once it is live.
-        self._unsubscribe = eventbus.subscribe(f"session:{self.session_id}", on_message, ready=on_live)
+        # the first read runs once it is live. Bound methods, not closures: less per feed.
+        self._unsubscribe = eventbus.subscribe(f"session:{self.session_id}", self._on_message, ready=self._on_ready)
+
+    def _on_message(self, message: dict) -> None:  # runs on the bus thread
+        try:
+            self.hub.loop.call_soon_threadsafe(self._on_signal, message)
+        except RuntimeError:  # loop closed
+            pass
+
+    def _on_ready(self) -> None:  # the subscription is live (bus thread; inline when it already was)
+        try:
+            self.hub.loop.call_soon_threadsafe(self._on_live)
+        except RuntimeError:  # loop closed
+            pass
+
+    async def wait(self, generation: int) -> None:
+        """Park until the wake-up after ``generation`` (at once when it already happened)."""
+        if self.generation != generation:
+            return
+        waiter = self.hub.loop.create_future()
+        if self._waiters is None:
+            self._waiters = []
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        finally:
+            waiters = self._waiters  # a wake-up swapped the list out: nothing to remove
+            if waiters is not None and waiter in waiters:
+                waiters.remove(waiter)  # cancelled (the client left)
 
     def _on_live(self) -> None:
         # Catch whatever committed between the connect-time read and the subscription going live.
@@ -654,8 +678,11 @@ class _Feed:
         self._wake()
 
     def _wake(self) -> None:
-        old, self.changed = self.changed, asyncio.Event()
-        old.set()
+        self.generation += 1
+        waiters, self._waiters = self._waiters, None
+        for waiter in waiters or ():
+            if not waiter.done():
+                waiter.set_result(None)
 
     async def read_after(self, cursor: int) -> tuple[list[_Row], bool]:
         """Rows with seq > ``cursor`` (from memory when buffered, else a page from the log) and
@@ -828,7 +855,7 @@ async def event_stream(start: StreamStart, topics: frozenset[str] | None, slot: 
         next_keepalive = loop.time() + keepalive_s
         next_heartbeat = loop.time() + heartbeat_s
         while True:
-            changed = feed.changed
+            generation = feed.generation
             if feed.closed_reason is not None:
                 yield _system_frame(TYPE_RESET, session_id, f"{epoch}:{cursor}", {"reason": feed.closed_reason}, with_id=False)
                 return
@@ -865,7 +892,7 @@ async def event_stream(start: StreamStart, topics: frozenset[str] | None, slot: 
                 next_keepalive = now + keepalive_s
             # No per-subscriber timer: the hub's ticker wakes every feed often enough for the
             # keep-alive deadlines above (timers per stream cost memory and CPU at fan-out).
-            await changed.wait()
+            await feed.wait(generation)
     finally:
         metrics.stream_closed(metrics.STREAM_EVENTS)
         hub.detach(feed)
@@ -919,11 +946,11 @@ class _Handoff:
     """A stream passed from the view (``EventStreamResponse``) to ``EventStreamThreadContext``.
 
     ``armed``: Django began sending our (empty) body; ``ready``: it sent the head and we held back
-    its end-of-body message, so the wrapper streams ``frames`` and owns ``slot``; ``gone``: Django
-    already received the client's disconnect.
+    its end-of-body message, so the wrapper streams ``frames`` and owns ``slot``; ``gone``: the
+    client disconnected (seen by Django, or later by the stream's watcher).
     """
 
-    __slots__ = ("frames", "slot", "armed", "ready", "gone")
+    __slots__ = ("frames", "slot", "armed", "ready", "gone", "head_sent")
 
     def __init__(self) -> None:
         self.frames: AsyncIterator[bytes] | None = None
@@ -931,6 +958,7 @@ class _Handoff:
         self.armed = False
         self.ready = False
         self.gone = False
+        self.head_sent = False  # the server wrote the response head (with the first frame)
 
 
 async def _handoff_point(handoff: _Handoff) -> AsyncIterator[bytes]:
@@ -940,39 +968,77 @@ async def _handoff_point(handoff: _Handoff) -> AsyncIterator[bytes]:
     yield b""  # unreachable; makes this an async generator
 
 
-async def _client_gone(receive) -> None:
+async def _client_gone(receive, handoff: _Handoff, main: asyncio.Task) -> None:
+    # Reads the client's messages until it leaves, then ends the stream (cancels ``main``).
     try:
         while (await receive())["type"] != "http.disconnect":
             pass
+    except asyncio.CancelledError:
+        raise  # the stream ended first
     except Exception:  # a broken receive means the client is gone too
         pass
+    handoff.gone = True
+    main.cancel()
 
 
 async def _stream_after_django(handoff: _Handoff, receive, send) -> None:
     """Send ``handoff.frames`` as body chunks until the stream ends or the client disconnects."""
     frames = handoff.frames
     main = asyncio.current_task()
-    gone = asyncio.get_running_loop().create_task(_client_gone(receive))
-
-    def on_gone(_task) -> None:
-        main.cancel()
-
-    gone.add_done_callback(on_gone)
+    gone = asyncio.get_running_loop().create_task(_client_gone(receive, handoff, main))
     try:
         try:
             async for frame in frames:
                 await send({"type": "http.response.body", "body": frame, "more_body": True})
+                if not handoff.head_sent:
+                    handoff.head_sent = True
+                    _server_head_release(send)
         finally:
             await frames.aclose()
         await send({"type": "http.response.body", "body": b"", "more_body": False})
     except asyncio.CancelledError:
-        if not gone.done() or gone.cancelled():
+        if not handoff.gone:
             raise
         main.uncancel()  # the cancellation was ours: the client went away
     finally:
-        gone.remove_done_callback(on_gone)
         gone.cancel()
         handoff.slot.release()
+
+
+def _server_head_release(send) -> None:
+    """Let daphne's Twisted request drop the response headers once they are on the wire.
+
+    Twisted keeps every header of the response head on the request object until the response ends
+    (~1.5 KB per open stream with our security and CORS headers) and never reads them after
+    writing the head. daphne's ``send`` is ``functools.partial(server.handle_reply, request)``;
+    ``responseHeaders`` is a public attribute of ``twisted.web.http.Request``. Under any other
+    server (or another shape of ``send``) this does nothing.
+    """
+    request = send.args[0] if isinstance(send, functools.partial) and send.args else None
+    if getattr(request, "startedWriting", False) and hasattr(request, "responseHeaders"):
+        from twisted.web.http_headers import Headers
+
+        request.responseHeaders = Headers()
+
+
+async def _django_part(app, scope, handoff: _Handoff, receive, send) -> None:
+    # Django's share of a stream request, on its own task: the context variables Django and
+    # asgiref set (thread-sensitive context, locals) go with it instead of staying in the context
+    # of the long-lived stream task.
+    async def receive_noting_disconnect():
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            handoff.gone = True
+        return message
+
+    async def send_head(message):
+        if handoff.armed and not handoff.ready and message["type"] == "http.response.body" and not message.get("more_body", False):
+            handoff.ready = True  # Django's end of our empty body: the stream continues after
+            return
+        await send(message)
+
+    async with ThreadSensitiveContext(executor=_sse_thread()):
+        await app({**scope, _HANDOFF: handoff}, receive_noting_disconnect, send_head)
 
 
 class EventStreamThreadContext:
@@ -983,8 +1049,11 @@ class EventStreamThreadContext:
       thread-sensitive thread, kept until the response ends: one idle thread per subscriber.
     - Django handles the request up to the response head, then finishes (request, response,
       middleware state and its two tasks per request are freed); this wrapper streams the frames
-      itself. An open idle stream then costs the connection, one parked generator and one task
-      waiting for the client's disconnect (~22 KB instead of ~37 KB; README "Event fan-out").
+      itself, from a clean task context (Django's part runs on a task of its own). An open idle
+      stream then costs the connection, one parked generator, one waiter future and one task
+      waiting for the client's disconnect (18–19 KiB RSS under daphne, whose own floor is 12–13;
+      README "Event fan-out", tests/bench/idle_streams.py).
+    - Serve it as the outermost application (covel.asgi): it passes every other request through.
     """
 
     def __init__(self, app) -> None:
@@ -994,27 +1063,13 @@ class EventStreamThreadContext:
         if scope.get("type") != "http" or scope.get("path") != STREAM_PATH:
             return await self.app(scope, receive, send)
         handoff = _Handoff()
-
-        async def receive_noting_disconnect():
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                handoff.gone = True
-            return message
-
-        async def send_head(message):
-            if handoff.armed and not handoff.ready and message["type"] == "http.response.body" and not message.get("more_body", False):
-                handoff.ready = True  # Django's end of our empty body: the stream continues below
-                return
-            await send(message)
-
         try:
-            async with ThreadSensitiveContext(executor=_sse_thread()):
-                await self.app({**scope, _HANDOFF: handoff}, receive_noting_disconnect, send_head)
+            await asyncio.get_running_loop().create_task(_django_part(self.app, scope, handoff, receive, send))
         except BaseException:
             if handoff.slot is not None:
                 handoff.slot.release()
             raise
-        del send_head, receive_noting_disconnect
+        del scope  # served as the outermost application (covel.asgi), nothing else holds it now
         if handoff.ready and not handoff.gone:
             await _stream_after_django(handoff, receive, send)
         elif handoff.slot is not None:

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F, Max, Min
+from django.db import connection, transaction
+from django.db.models import Max, Min
 
 from turns.event_types import event_type_check
 
@@ -180,13 +180,19 @@ def _append_rows(session_id: str, events: list[NewEvent]) -> tuple[list, int]:
     from turns.models import SessionEvent
 
     # UPDATE ... SET event_seq = event_seq + n takes the row lock on PostgreSQL and the write lock on
-    # SQLite, so concurrent appenders serialize here and seqs never collide.
-    updated = Session.objects.filter(pk=session_id).update(event_seq=F("event_seq") + len(events))
-    if not updated:
+    # SQLite, so concurrent appenders serialize here and seqs never collide. RETURNING (PostgreSQL,
+    # SQLite >= 3.35) hands back the new head in the same statement; the ORM's update() cannot.
+    table, column = Session._meta.db_table, Session._meta.get_field("event_seq").column
+    pk_column = Session._meta.pk.column
+    with connection.cursor() as cursor:
+        cursor.execute(f'UPDATE "{table}" SET "{column}" = "{column}" + %s WHERE "{pk_column}" = %s RETURNING "{column}"',
+                       [len(events), session_id])
+        returned = cursor.fetchone()
+    if returned is None:
         from covel.errors import SessionNotFound
 
         raise SessionNotFound(session_id)
-    last_seq = Session.objects.filter(pk=session_id).values_list("event_seq", flat=True).get()
+    last_seq = int(returned[0])
     first = last_seq - len(events) + 1
     rows = [
         SessionEvent(session_id=session_id, seq=first + i, topic=e.topic, type=e.type, turn_id=e.turn_id, payload=e.payload)

@@ -131,7 +131,8 @@ class SessionEvent(models.Model):
 
 
 class RuntimeOutput(models.Model):
-    """What one runtime produced in a turn: status, output, and the full prompt it saw."""
+    """What one runtime produced in a turn: status and output. The prompt it sent is kept once, in
+    its ``llm.calling`` trace rows; the full-prompt route rebuilds the history from turn_messages."""
 
     session = models.ForeignKey("covel_sessions.Session", on_delete=models.CASCADE, related_name="runtime_outputs")
     output_id = models.CharField(max_length=64, unique=True)
@@ -140,7 +141,6 @@ class RuntimeOutput(models.Model):
     runtime_id = models.CharField(max_length=160)
     status = models.CharField(max_length=16)
     output = models.JSONField(default=dict)
-    full_prompt = models.JSONField(default=list)
     created_at = models.DateTimeField(auto_now_add=True)
 
 

@@ -7,8 +7,11 @@ Where a value comes from, per slot:
    active plugins whose code is granted, with a provider registered for it
    (``api.register_extension("ui.slot@1", id, provider)``). Providers are asked in extension order;
    each gets 500 ms (plugins_app/extensions.py) and a failing or late one is skipped. A provider is
-   called with ``{sessionId, slot, key}`` and answers ``{value}``, or for a keyed slot
-   ``{items: [{key, value}]}``.
+   called with ``{sessionId, pluginId, point, slot, key, pluginData}`` (``pluginData``: its plugin's
+   committed rows of the namespaces the extension ``watch``es) and answers ``{value}``, or for a
+   keyed slot ``{items: [{key, value}]}``; an answer without ``value`` passes the slot to the next
+   provider. ``stage.cast@1``, ``stage.backdrop@1``, ``stage.dialogue@1`` and ``stage.music@1`` have
+   providers only (scene-stage, soundtrack): null when none answers.
 2. Otherwise the host's own projection of committed data, computed on every read:
 
    - ``stage.choices@1``: the quick replies stage mode offers, from the newest committed output of a
@@ -28,16 +31,25 @@ import json
 from typing import Any
 
 from plugins_app.extensions import ExtensionFailed, extension_call, extension_providers
+from plugins_app.models import PluginData
 from sessions.errors import InvalidRequest
 from sessions.grants import plugins_code_granted
 from sessions.models import Character
 from sessions.selectors import runnable_plugins
+from sessions.world_data_contracts import HIDDEN_NAMESPACE_PREFIX
 from turns.engine.runtime import STATUS_SUCCESS
 from turns.models import RuntimeOutput
 
 SLOT_STAGE_CHOICES = "stage.choices@1"
 SLOT_CHARACTER_VISUAL = "character.visual@1"
-UI_SLOT_NAMES = (SLOT_STAGE_CHOICES, SLOT_CHARACTER_VISUAL)
+#: Stage slots only plugin providers fill (scene-stage: cast, backdrop, dialogue; soundtrack: music);
+#: without a provider that answers, their value is null.
+SLOT_STAGE_CAST = "stage.cast@1"
+SLOT_STAGE_BACKDROP = "stage.backdrop@1"
+SLOT_STAGE_DIALOGUE = "stage.dialogue@1"
+SLOT_STAGE_MUSIC = "stage.music@1"
+PROVIDED_SLOTS = (SLOT_STAGE_CAST, SLOT_STAGE_BACKDROP, SLOT_STAGE_DIALOGUE, SLOT_STAGE_MUSIC)
+UI_SLOT_NAMES = (SLOT_STAGE_CHOICES, SLOT_CHARACTER_VISUAL, *PROVIDED_SLOTS)
 KEYED_SLOTS = frozenset({SLOT_CHARACTER_VISUAL})
 UI_SLOT_POINT = "ui.slot@1"
 SCENE_PROMPTS_CONTRACT = "scene-prompts@1"
@@ -89,6 +101,19 @@ def _character_visual(character: Character) -> dict[str, Any]:
     return {"characterId": character.character_id, "name": character.name, "type": character.type, "image": image}
 
 
+def _watched_data(session, provider) -> dict[str, dict[str, Any]]:
+    """The provider plugin's committed data of the namespaces its extension ``watch``es (hidden
+    namespaces never): ``{namespace: {key: value}}``; empty without ``watch``."""
+    watch = [ns for ns in provider.declaration.get("watch") or []
+             if isinstance(ns, str) and not ns.startswith(HIDDEN_NAMESPACE_PREFIX)]
+    out: dict[str, dict[str, Any]] = {ns: {} for ns in watch}
+    if watch:
+        for namespace, key, value in (PluginData.objects.filter(session=session, plugin_id=provider.plugin_id, namespace__in=watch)
+                                      .order_by("id").values_list("namespace", "key", "value")):
+            out[namespace][key] = value
+    return out
+
+
 def _provided(session, providers, slot: str, key: str | None) -> list[tuple[str | None, Any]] | None:
     """[(key, value)] from the first provider of ``slot`` that answers well, or None."""
     for provider in providers:
@@ -96,7 +121,8 @@ def _provided(session, providers, slot: str, key: str | None) -> list[tuple[str 
             continue
         try:
             answer = extension_call(provider, {"sessionId": session.pk, "pluginId": provider.plugin_id,
-                                               "point": UI_SLOT_POINT, "slot": slot, "key": key})
+                                               "point": UI_SLOT_POINT, "slot": slot, "key": key,
+                                               "pluginData": _watched_data(session, provider)})
         except ExtensionFailed:
             continue
         if slot not in KEYED_SLOTS:
@@ -112,6 +138,8 @@ def _provided(session, providers, slot: str, key: str | None) -> list[tuple[str 
 
 
 def _projected(session, registry, slot: str, key: str | None) -> list[tuple[str | None, Any]]:
+    if slot in PROVIDED_SLOTS:
+        return [(None, None)]
     if slot == SLOT_STAGE_CHOICES:
         return [(None, _stage_choices(session, registry))]
     characters = Character.objects.filter(session=session).order_by("created_at", "id")

@@ -4,8 +4,6 @@ data, the latest trace events and the event cursor to subscribe from.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any
 
 from plugins_app.selectors_plugin_data import plugin_data_visible
@@ -15,6 +13,7 @@ from sessions.selectors import (
     session_out,
 )
 from turns.engine import settlements as S
+from turns.engine.trace import prompt_digest
 from turns.models import InteractionRecord, TraceEvent
 from turns.selectors_records import trace_event_out
 
@@ -39,8 +38,7 @@ def session_view(session: Session, registry) -> dict[str, Any]:
         for r in InteractionRecord.objects.filter(session=fresh, turn_id__in=turn_ids, status=InteractionRecord.STATUS_ANSWERED,
                                                   answer__isnull=False).order_by("id")
     ]
-    steps = list(TraceEvent.objects.filter(session=fresh).order_by("-id")[:VIEW_TRACE_EVENTS])
-    steps.reverse()
+    steps = _view_steps_load(fresh)
     runnable, _ = runnable_plugins(fresh, registry)
     return {
         "session": session_out(fresh),
@@ -91,6 +89,36 @@ def dimension_provider_view(session: Session, registry, runnable: list[str]) -> 
 PROMPT_EVENT = "llm.calling"
 
 
+def _view_steps_load(session: Session) -> list[TraceEvent]:
+    """The latest VIEW_TRACE_EVENTS trace rows, oldest first, with llm.calling's ``messages`` left in
+    the database: the payload is read without them (JSON functions of SQLite / PostgreSQL), and
+    ``messageCount`` comes along, so a view never loads the prompts it does not return."""
+    from django.db import connection, models
+    from django.db.models.expressions import RawSQL
+
+    if connection.vendor == "postgresql":
+        slim_sql = "CASE WHEN type = %s THEN payload - 'messages' ELSE payload END"
+        count_sql = ("CASE WHEN jsonb_typeof(payload -> 'messages') = 'array' "
+                     "THEN jsonb_array_length(payload -> 'messages') ELSE NULL END")
+    else:
+        slim_sql = "CASE WHEN type = %s THEN json_remove(payload, '$.messages') ELSE payload END"
+        count_sql = ("CASE WHEN json_type(payload, '$.messages') = 'array' "
+                     "THEN json_array_length(payload, '$.messages') ELSE NULL END")
+    rows = list(TraceEvent.objects.filter(session=session).order_by("-id").defer("payload")
+                .annotate(slim=RawSQL(slim_sql, (PROMPT_EVENT,), output_field=models.JSONField()),
+                          message_count=RawSQL(count_sql, (), output_field=models.IntegerField()))
+                [:VIEW_TRACE_EVENTS])
+    rows.reverse()
+    for row in rows:
+        payload = row.slim if isinstance(row.slim, dict) else {}
+        if row.type == PROMPT_EVENT and row.message_count is not None:
+            payload = {**payload, "messageCount": row.message_count}
+            if "promptDigest" not in payload:  # a row written before digests were stored
+                payload["promptDigest"] = prompt_digest(TraceEvent.objects.get(pk=row.pk).payload.get("messages"))
+        row.payload = payload
+    return rows
+
+
 def view_step(event: dict[str, Any]) -> dict[str, Any]:
     """A trace event as the view lists it: llm.calling without ``payload.messages``, with
     ``messageCount`` and ``promptDigest`` (first 16 hex digits of the prompt's SHA-256) instead;
@@ -99,8 +127,7 @@ def view_step(event: dict[str, Any]) -> dict[str, Any]:
     if event.get("type") != PROMPT_EVENT or not isinstance(payload, dict) or "messages" not in payload:
         return event
     messages = payload["messages"]
-    digest = hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()
     slim = {k: v for k, v in payload.items() if k != "messages"}
-    slim.update(messageCount=len(messages) if isinstance(messages, list) else 0, promptDigest=digest[:16])
+    slim.update(messageCount=len(messages) if isinstance(messages, list) else 0, promptDigest=prompt_digest(messages))
     return {**event, "payload": slim}
 

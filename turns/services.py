@@ -496,7 +496,7 @@ def execution_cancel(execution_id: str) -> bool:
 
 def _engine_run(execution_id: str, sink: ExecutionSink, *, token, provider_keys: dict[str, str] | None,
                 session_id: str = "", plugin_settings: dict[str, Any] | None = None,
-                model_routing: dict[str, Any] | None = None):
+                model_routing: dict[str, Any] | None = None, preloaded: tuple[Any, Any] | None = None):
     """Call the engine entry ``turns.engine.run.execution_run(execution_id, sink, cancel=...,
     provider_keys=..., code_grants=...)``; ``token`` is the execution's control token
     (``turns.control``); community code is checked against the session's grants as they are when it loads."""
@@ -510,7 +510,7 @@ def _engine_run(execution_id: str, sink: ExecutionSink, *, token, provider_keys:
             return execution_run(execution_id, sink, cancel=token, provider_keys=provider_keys,
                                  plugin_settings=plugin_settings,
                                  code_grants=code_grant_checker(session_id) if session_id else None,
-                                 model_routing=model_routing)
+                                 model_routing=model_routing, preloaded=preloaded)
     finally:
         with _cancel_guard:
             _cancel_tokens.pop(execution_id, None)
@@ -624,9 +624,9 @@ def _execution_run_claimed(execution_id: str, execution_control: "control.Execut
                     return _execution_requeue(execution, request_context)
                 Execution.objects.filter(pk=execution.pk).update(started_at=timezone.now(), heartbeat_at=timezone.now())
                 execution_control.started()
-                _admit_in_lock(execution)
+                session = _admit_in_lock(execution)
                 ran = time.monotonic()
-                outcome = _engine_run(str(execution.id), sink, token=execution_control.token,
+                outcome = _engine_run(str(execution.id), sink, token=execution_control.token, preloaded=(execution, session),
                                       provider_keys=request_context.keys if request_context else None,
                                       model_routing=request_context.routing if request_context else None,
                                       session_id=str(execution.session_id),
@@ -679,9 +679,10 @@ def _auto_snapshot(session_id: str, outcome: Any) -> None:
         logger.warning("session %s: the auto snapshot could not be refreshed", session_id, exc_info=True)
 
 
-def _admit_in_lock(execution: Execution) -> None:
+def _admit_in_lock(execution: Execution):
     """Repeat the admission checks on the session as it is now (it may have changed while we
-    waited for the lock), then refuse an inputMessageId a committed turn already saved."""
+    waited for the lock), then refuse an inputMessageId a committed turn already saved.
+    Returns the Session row it checked (current while the lock is held)."""
     from sessions.models import Session
 
     session = Session.objects.get(pk=execution.session_id)
@@ -693,6 +694,7 @@ def _admit_in_lock(execution: Execution) -> None:
             errors.INPUT_ALREADY_COMMITTED,
             f"Input {execution.input_message_id} was already committed with a turn; do not resend it",
         )
+    return session
 
 
 def _abort_before_start(execution: Execution, sink: ExecutionSink) -> str:

@@ -62,14 +62,15 @@ INTERRUPTED_EXECUTION_MISSING = "execution_missing"
 _MAX_HELD_EPHEMERAL = 2000
 #: Seconds a persisted frame may wait in the sink for more frames to share its INSERT. Checked
 #: whenever a frame is emitted (no timer thread: a flush never competes with the engine's own
-#: transaction for the database).
-FLUSH_WINDOW_SECONDS = 0.005
+#: transaction for the database). A turn that only computes (the scripted model, in-process tools)
+#: is shorter than this, so its frames are written by two INSERTs: the ones emitted before the
+#: commit right after it, the final frame with the outcome. Frames are announced only once stored,
+#: so a client never sees a frame that a crash could lose; holding them costs latency, not frames.
+FLUSH_WINDOW_SECONDS = 0.25
 #: Frame types written together with everything before them as soon as they are emitted: the
-#: frames a client waits on (interaction.requested, a runtime's end, an error) and the ones
-#: before the engine blocks on a model or a tool (so nothing waits for that call to return).
-FLUSH_NOW_TYPES: frozenset[str] = frozenset({
-    "interaction.requested", "runtime.completed", "runtime.failed", ERROR_OCCURRED, "llm.calling", "tool.calling",
-})
+#: frames a client must answer (interaction.requested) and errors. Before the engine waits on
+#: anything outside this process (a model over HTTP) it calls ``flush`` itself (``Tracer.flush``).
+FLUSH_NOW_TYPES: frozenset[str] = frozenset({"interaction.requested", ERROR_OCCURRED})
 
 
 def execution_channel(execution_id: str) -> str:
@@ -143,6 +144,12 @@ class ExecutionSink:
         """Write every frame still held back (coalescing window, open or rolled-back transaction)."""
         with self._lock:
             self._flush_locked()
+
+    def flush(self) -> None:
+        """Write and announce the held frames now: the engine calls this before it waits on I/O
+        outside the process (a model call over HTTP), so a client sees ``llm.calling`` while the
+        model thinks. Inside a transaction it is a no-op (the frames follow its commit)."""
+        self.close()
 
     def _emit(self, type: str, payload: dict[str, Any], *, turn_id: str | None, ephemeral: bool, is_final: bool) -> None:
         from turns.models import ExecutionFrame

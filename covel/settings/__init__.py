@@ -5,6 +5,10 @@ import os
 def default_settings_module() -> str:
     """The module manage.py / asgi.py use when DJANGO_SETTINGS_MODULE is unset.
 
-    hosted when DATABASE_URL is set in the environment, embedded otherwise.
+    STORE_BACKEND (spec 004 §存储后端: sqlite | pg | memory) picks it: ``pg`` is hosted; ``sqlite``
+    and ``memory`` are embedded. Unset, DATABASE_URL in the environment means hosted (pg).
     """
-    return "covel.settings.hosted" if os.environ.get("DATABASE_URL") else "covel.settings.embedded"
+    store = os.environ.get("STORE_BACKEND", "").strip()
+    if store == "pg" or (not store and os.environ.get("DATABASE_URL")):
+        return "covel.settings.hosted"
+    return "covel.settings.embedded"

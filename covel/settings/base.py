@@ -32,6 +32,14 @@ if DEPLOYMENT_TIER in ("demo", "commercial") and not COVEL_OPERATOR_TOKEN:
     raise ImproperlyConfigured(
         f"DEPLOYMENT_TIER={DEPLOYMENT_TIER} requires COVEL_DESKTOP_REST_TOKEN (the operator token)."
     )
+# Desktop mode (spec 004 §桌面端的文件管理 API; README "Desktop mode"): the desktop client's file and
+# configuration routes (config/keys, settings, proxy, data-root, open-folder, app-update). The
+# desktop is a personal server: a shared tier with these routes is refused at start-up.
+COVEL_DESKTOP_REST = env_bool("COVEL_DESKTOP_REST", False)
+if COVEL_DESKTOP_REST and DEPLOYMENT_TIER != "self":
+    raise ImproperlyConfigured(f"COVEL_DESKTOP_REST=1 is the desktop's personal server; DEPLOYMENT_TIER={DEPLOYMENT_TIER} cannot use it.")
+# The command POST /api/config/open-folder runs with the path (unset: open / xdg-open when a display exists).
+COVEL_DESKTOP_OPENER = env_str("COVEL_DESKTOP_OPENER")
 COVEL_BIND_HOST = env_str("COVEL_BIND_HOST", "127.0.0.1")
 COVEL_ALLOWED_HOSTS = env_list("COVEL_ALLOWED_HOSTS")
 # django-cors-headers (spec 004 §鉴权 CORS): browser origins in CORS_ORIGIN (comma-separated, each
@@ -103,6 +111,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "covel.middleware.RequestLogMiddleware",
+    "covel.middleware.JsonGzipMiddleware",
     "covel.middleware.HostCheckMiddleware",
     "covel.middleware.OriginCheckMiddleware",
     # After the origin checks: a refused request (foreign_request_refused, origin_not_allowed) leaves
@@ -345,6 +354,11 @@ COVEL_PACKAGE_ROOTS = env_list("COVEL_PACKAGE_ROOTS")
 COVEL_GITHUB_API_URL = env_str("COVEL_GITHUB_API_URL") or "https://api.github.com"
 COVEL_GITHUB_ARCHIVE_URL = env_str("COVEL_GITHUB_ARCHIVE_URL") or "https://codeload.github.com"
 COVEL_GITHUB_TIMEOUT_SECONDS = env_int("COVEL_GITHUB_TIMEOUT_SECONDS", 30, minimum=1, maximum=300)
+# Desktop GET /api/app-update/latest: the GitHub releases API (base URL and owner/repo) it asks for
+# the latest stable release, through the outbound proxy; tests point it at a local fake.
+COVEL_APP_UPDATE_API_URL = env_str("COVEL_APP_UPDATE_API_URL") or COVEL_GITHUB_API_URL
+COVEL_APP_UPDATE_REPOSITORY = env_str("COVEL_APP_UPDATE_REPOSITORY") or "covel-app/covel"
+COVEL_APP_UPDATE_TIMEOUT_SECONDS = env_int("COVEL_APP_UPDATE_TIMEOUT_SECONDS", 10, minimum=1, maximum=120)
 
 # Server settings fixed by the operator (spec 004 "Server settings"): when set, they win over the
 # value saved through PUT /api/config/server-settings. Trace retention in days (0 keeps all);

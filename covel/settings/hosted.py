@@ -29,6 +29,19 @@ DATABASES = {
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # A connect to an unreachable server fails in seconds instead of hanging a request or a stream.
 DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 5)
+# Connection pool per process (Django's PostgreSQL pooling on psycopg_pool): a request, a stream read
+# or a turn borrows an open connection instead of opening one (issue: 7 new connections per turn).
+# COVEL_DB_POOL_SIZE connections at most per process (0 = no pool: one connection per use, or
+# COVEL_DB_CONN_MAX_AGE persistent ones); health-checked on borrow (CONN_HEALTH_CHECKS), so after a
+# PostgreSQL restart the dead ones are replaced. A borrow waits at most COVEL_DB_POOL_TIMEOUT_SECONDS.
+# The session locks keep their own dedicated connections (sessions/locks.py).
+COVEL_DB_POOL_SIZE = env_int("COVEL_DB_POOL_SIZE", 16, minimum=0)
+if COVEL_DB_POOL_SIZE:
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # Django refuses persistent connections with a pool
+    DATABASES["default"]["OPTIONS"]["pool"] = {
+        "min_size": 1, "max_size": COVEL_DB_POOL_SIZE, "max_idle": 120,
+        "timeout": env_int("COVEL_DB_POOL_TIMEOUT_SECONDS", 10, minimum=1),
+    }
 CHANNEL_LAYERS = {
     "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
 }

@@ -10,6 +10,9 @@ _home_owner = os.getpid()
 # Removed when the process that made it exits (not a forked worker child that inherited the hook).
 atexit.register(lambda: os.getpid() == _home_owner and shutil.rmtree(_home, ignore_errors=True))
 os.environ["COVEL_HOME"] = str(_home)
+# The suite runs on the SQLite file; a STORE_BACKEND=memory left in the shell would switch the whole
+# run to the browser-private profile (its tests set STORE_BACKEND themselves).
+os.environ.pop("STORE_BACKEND", None)
 
 from .embedded import *  # noqa: E402,F401,F403
 from .embedded import DATABASES  # noqa: E402

@@ -42,6 +42,10 @@ COVEL_ALLOWED_HOSTS = ["testserver"]
 # Subprocesses started by tests (daphne, Celery) must use DATABASES["default"]["NAME"] once
 # pytest-django has switched to the test database.
 DATABASES["default"]["TEST"] = {"NAME": f"test_covel_{os.getpid()}"}
+# The test process runs the in-process worker and the stream relays on threads of its own, which
+# pytest-django's database handling does not expect to share a pool with: no pool here (the
+# daphne and Celery processes tests start use covel.settings.hosted, pool included).
+DATABASES["default"]["OPTIONS"].pop("pool", None)
 # No background timers in the test process: tests run reapers and re-senders themselves.
 COVEL_INPROCESS_TIMERS = False
 # Every emitted event type must be a spec CovelEventType or a documented addition (turns.engine.trace).

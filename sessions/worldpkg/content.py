@@ -144,10 +144,20 @@ def world_dimensions_assemble(root: Path, manifest: dict[str, Any], sources: lis
             elif not legacy:
                 dims_by_locale[loc][dim_id] = overlay_merge(base_def, over[0]) if isinstance(over[0], dict) else copy.deepcopy(base_def)
             elif is_definition(over[0]) or (isinstance(over[0], dict) and "name" in over[0] and "schema" in over[0]):
+                # A static (legacy) base block with a definition-shaped overlay: the overlay's name and
+                # description, and its initialValue merged onto the block's value (the locale's text;
+                # the base keeps the structure) — dropping it left an en-US session with the base
+                # language's values (issue 20). The schema stays the block's type, with the overlay's titles.
                 localized_def = copy.deepcopy(base_def)
                 for key in ("name", "description"):
                     if key in over[0]:
                         localized_def[key] = over[0][key]
+                if "initialValue" in over[0]:
+                    localized_def["initialValue"] = overlay_merge(base_value, over[0]["initialValue"])
+                if isinstance(over[0].get("schema"), dict) and isinstance(localized_def.get("schema"), dict):
+                    # the overlay's field titles and enum labels, on the block's type
+                    localized_def["schema"] = {**overlay_merge(localized_def["schema"], over[0]["schema"]),
+                                               "type": localized_def["schema"].get("type")}
                 dims_by_locale[loc][dim_id] = localized_def
             else:
                 dims_by_locale[loc][dim_id] = legacy_dimension_convert(dim_id, overlay_merge(base_value, over[0]))

@@ -313,6 +313,8 @@ def main() -> None:
             print(
                 f"  daphne RSS: {rss_before:6.1f} MB idle server -> {rss_during:6.1f} MB holding {IDLE_SUBSCRIPTIONS} idle "
                 f"subscriptions ({IDLE_SUBSCRIPTIONS} sessions); threads {threads_before} -> {threads_during}"
+                f"; {(rss_during - rss_before) * 1024 / IDLE_SUBSCRIPTIONS:.1f} KiB per stream"
+                " (beside its anchors: tests/bench/idle_streams.py)"
             )
             fresh.stop()
             servers.clear()

@@ -10,6 +10,8 @@ Figures (milliseconds, median and p95), each beside an anchor measured in the sa
   sub-agent (two scripted model calls, one write-service call, one read-only call) over
   POST /api/actions (tests/turns/tools_support.py plugins); anchor: a bare ``transaction.atomic()``
   writing one PluginData row.
+- character delegate: the same for ``troupe/director``'s ``character-actor@1`` delegation
+  (tests/turns/cast_support.py plugins).
 
 Run: .venv/bin/python tests/bench/tool_executor.py [--calls 400] [--turns 15]
 """
@@ -115,6 +117,31 @@ def delegate_figures(turns: int) -> None:
         anchor.append((time.perf_counter() - t0) * 1000)
     if n >= 0 and durations:
         _line("delegate call (scripted sub-agent)", [float(d) for d in durations], "bare transaction", anchor)
+    character_delegate_figures(turns, client, anchor)
+
+
+def character_delegate_figures(turns: int, client, anchor: list[float]) -> None:
+    """tool.completed.durationMs of troupe/director's character delegation (name resolution, profile
+    and history, one scripted model call, segment check; tests/turns/cast_support.py plugins)."""
+    from django.conf import settings
+
+    from plugins_app.registry import registry_reset
+    from sessions.models import Character
+    from tests.turns.cast_support import builtin_dir_with_cast
+    from tests.turns.test_actions_helpers import action_body, post_action, session_make, stream_read
+    from turns.models import TraceEvent
+
+    settings.COVEL_BUILTIN_PLUGINS_DIR = str(builtin_dir_with_cast(Path(tempfile.mkdtemp()) / "builtin"))
+    registry_reset()
+    durations = []
+    for _ in range(turns):
+        session = session_make(plugins=("narrator", "troupe", "casting"), characters=[("hero", "Hero", "player")])
+        Character.objects.create(session=session, character_id="mara-id", name="Mara", type="npc", aliases=["The Lamplighter"])
+        stream_read(post_action(client, action_body(session.id)))
+        rows = TraceEvent.objects.filter(session=session, type="tool.completed", runtime_id="troupe/director")
+        durations += [r.payload["durationMs"] for r in rows if r.payload.get("tool") == "delegate"]
+    if durations:
+        _line("character delegate (scripted actor)", [float(d) for d in durations], "bare transaction", anchor)
 
 
 def main() -> None:

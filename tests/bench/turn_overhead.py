@@ -12,9 +12,14 @@ Plugin sets:
             (pregame, world-init, char-creator, narrator, world-time, codex, guide, affinity), created
             over POST /api/sessions and played through setup (start_session, the character form, the
             opening continuation) before the timed ``say`` turns.
+  packs     each builtin pack (plugins_app/packs/builtin.yaml: traditional-story, dialogue-mode,
+            low-cost): a session in ``hollow-reach-light`` with the pack's ``requested`` plugins (what
+            GET /api/worlds/:id/plugin-plan defaults to for that pack), played through setup the
+            same way. Each pack line also gives its overhead over the ``minimal`` anchor (median ms
+            and queries per turn), so ``minimal`` always runs with the packs.
 
 Run: .venv/bin/python tests/bench/turn_overhead.py [--shape embedded|hosted|both]
-     [--plugins minimal|builtin|both] [--turns 40]
+     [--plugins minimal|builtin|packs|both|all] [--turns 40]   (both = minimal + builtin; all = every set)
 Prints, per shape and plugin set: median and p95 in milliseconds, and the median number of SQL
 queries one turn runs (web request + relay + worker; counted in-process, so on the hosted shape with
 the in-process worker against PostgreSQL). Targets (issue 6, minimal set): median < 40 ms embedded,
@@ -42,6 +47,16 @@ TARGET_MS = {"embedded": 40, "hosted": 80}
 WARMUP_TURNS = 3
 BUILTIN_WORLD = "hollow-reach-light"
 PLUGIN_SETS = ("minimal", "builtin")
+PACK_IDS = ("traditional-story", "dialogue-mode", "low-cost")
+ANCHOR = "minimal"
+
+
+def pack_plugins(pack_id: str) -> list[str]:
+    """The ``requested`` plugin ids of builtin pack ``pack_id`` (plugins_app/packs/builtin.yaml)."""
+    import yaml
+
+    packs = yaml.safe_load((ROOT / "plugins_app" / "packs" / "builtin.yaml").read_text(encoding="utf-8"))
+    return list(next(p for p in packs if p["id"] == pack_id)["requested"])
 
 
 class _QueryCounter:
@@ -78,6 +93,8 @@ def _percentile(values: list[float], fraction: float) -> float:
 
 def _session(plugins: str, client) -> tuple[str, dict[str, str]]:
     """A session ready for ``say`` turns: (session id, extra request headers)."""
+    if plugins in PACK_IDS:
+        return _session_builtin(client, pack_plugins(plugins))
     return _session_builtin(client) if plugins == "builtin" else (_session_minimal().id, {})
 
 
@@ -98,9 +115,11 @@ def _stream(client, body: dict, headers: dict[str, str]) -> list[dict]:
     return frames
 
 
-def _session_builtin(client) -> tuple[str, dict[str, str]]:
-    """POST /api/sessions in BUILTIN_WORLD with its default plugins, then play setup to ``playing``."""
-    response = client.post("/api/sessions", data=json.dumps({"worldId": BUILTIN_WORLD}), content_type="application/json")
+def _session_builtin(client, plugins: list[str] | None = None) -> tuple[str, dict[str, str]]:
+    """POST /api/sessions in BUILTIN_WORLD with ``plugins`` (None: its default plugins), then play
+    setup to ``playing``."""
+    request = {"worldId": BUILTIN_WORLD, **({"plugins": plugins} if plugins is not None else {})}
+    response = client.post("/api/sessions", data=json.dumps(request), content_type="application/json")
     if response.status_code != 201:
         raise SystemExit(f"session create failed: {response.status_code} {response.content[:300]!r}")
     created = response.json()
@@ -226,6 +245,7 @@ def run_shape(shape: str, turns: int, plugin_sets: tuple[str, ...] = PLUGIN_SETS
         from covel.celery import app
 
         routes = dict(app.conf.task_routes or {})
+        anchor: tuple[float, float] | None = None  # (median ms, queries/turn) of ANCHOR
         for plugins in plugin_sets:
             # Queries per turn: everything in this process (request, relay, in-process worker).
             settings.COVEL_INPROCESS_WORKER = True
@@ -263,11 +283,16 @@ def run_shape(shape: str, turns: int, plugin_sets: tuple[str, ...] = PLUGIN_SETS
                     elapsed, _frame = _turn(client, session_id, n, headers)
                     times_ms.append(elapsed)
             median = statistics.median(times_ms)
+            queries = statistics.median(query_counts)
             target = f" (target median < {TARGET_MS[shape]} ms: {'met' if median < TARGET_MS[shape] else 'NOT met'})" \
-                if plugins == "minimal" else ""
+                if plugins == ANCHOR else ""
+            if plugins == ANCHOR:
+                anchor = (median, queries)
+            elif plugins in PACK_IDS and anchor is not None:
+                target = f" (vs {ANCHOR}: {median - anchor[0]:+.1f}ms, {queries - anchor[1]:+.0f} queries/turn)"
             print(
-                f"{shape:9s} plugins={plugins:8s} turns={turns} median={median:.1f}ms "
-                f"p95={_percentile(times_ms, 0.95):.1f}ms queries/turn={statistics.median(query_counts):.0f}{target}",
+                f"{shape:9s} plugins={plugins:17s} turns={turns} median={median:.1f}ms "
+                f"p95={_percentile(times_ms, 0.95):.1f}ms queries/turn={queries:.0f}{target}",
                 flush=True,
             )
     finally:
@@ -285,7 +310,7 @@ def run_shape(shape: str, turns: int, plugin_sets: tuple[str, ...] = PLUGIN_SETS
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", choices=["embedded", "hosted", "both"], default="both")
-    parser.add_argument("--plugins", choices=[*PLUGIN_SETS, "both"], default="both")
+    parser.add_argument("--plugins", choices=[*PLUGIN_SETS, "packs", "both", "all"], default="all")
     parser.add_argument("--turns", type=int, default=40)
     args = parser.parse_args()
     if args.shape == "both":
@@ -294,7 +319,8 @@ def main() -> None:
             subprocess.run([sys.executable, __file__, "--shape", shape, "--plugins", args.plugins,
                             "--turns", str(args.turns)], check=True)
         return
-    run_shape(args.shape, args.turns, PLUGIN_SETS if args.plugins == "both" else (args.plugins,))
+    sets = {"both": PLUGIN_SETS, "all": (*PLUGIN_SETS, *PACK_IDS), "packs": (ANCHOR, *PACK_IDS)}
+    run_shape(args.shape, args.turns, sets.get(args.plugins, (args.plugins,)))
 
 
 if __name__ == "__main__":

@@ -21,9 +21,10 @@ from django.utils import timezone
 from covel import inprocess
 from sessions.models import ChatMessage, Session, TurnMessage
 from tests.turns.test_actions_helpers import action_body, post_action, session_make, stream_read
-from tests.turns.test_actions_worker import WORKER_START_SECONDS, celery_worker_process  # noqa: F401 (fixture)
+from tests.turns.worker_support import WORKER_START_SECONDS, celery_worker_process  # noqa: F401 (fixture)
 from sessions.locks import session_lock
-from turns.models import Execution, ExecutionFrame, RuntimeOutput, TraceEvent, TurnResult
+from tests.turns.prompt_support import runtime_prompt
+from turns.models import Execution, ExecutionFrame, TraceEvent, TurnResult
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -210,8 +211,7 @@ def _assert_steer_merged_and_saved(session: Session, frames: list[dict], message
     assert steered and steered[0]["step"] >= 2  # it arrived while step 1 streamed
     applied = TraceEvent.objects.get(session=session, type="steer.applied")
     assert applied.payload["message"] == message and applied.payload["step"] == steered[0]["step"]
-    output = RuntimeOutput.objects.get(session=session, runtime_id=applied.runtime_id)
-    assert {"role": "user", "content": model_facing} in output.full_prompt
+    assert {"role": "user", "content": model_facing} in runtime_prompt(session.id, applied.runtime_id)
     chat = list(ChatMessage.objects.filter(session=session).order_by("created_at", "id").values_list("role", "kind", "content"))
     story = ChatMessage.objects.get(session=session, kind="story")
     assert chat == [("user", "text", "I walk into the fog."), ("user", "steer", message), ("assistant", "story", story.content)]
@@ -281,7 +281,7 @@ def test_steer_checks_body_session_and_running_turn(api):
 
 
 @pytest.fixture
-def slow_celery_worker(slow_model, celery_worker_process):  # noqa: F811 (fixture from test_actions_worker)
+def slow_celery_worker(slow_model, celery_worker_process):  # noqa: F811 (fixture from worker_support)
     """A real Celery worker process started with the slowed-down scripted model."""
     return celery_worker_process
 

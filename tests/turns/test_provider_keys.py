@@ -10,10 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.apps import apps
-from django.conf import settings
 
 from tests.turns.test_actions_helpers import action_body, post_action, session_make, stream_read
-from tests.turns.test_actions_worker import celery_worker_process  # noqa: F401 (fixture)
 from turns import control
 from turns.models import Execution
 
@@ -132,25 +130,6 @@ def test_kept_keys_expire_and_are_taken_once(settings):
     assert control.provider_keys_take("exec-short") is None
     assert control.provider_keys_take("exec-long") == {"openai": SECRET}
     assert control.provider_keys_take("exec-long") is None
-
-
-@pytest.mark.hosted_only
-def test_provider_keys_reach_a_real_celery_worker_through_redis_encrypted(api, openai_slots, celery_worker_process):  # noqa: F811
-    # given a separate worker process: keys travel through Redis, encrypted, deleted on claim
-    import redis
-
-    session = session_make(characters=[("hero", "Hero", "player")])
-    body = action_body(session.id, request_id="req-remote-keys", actions=[{"kind": "say", "text": "I wait."}])
-    client = redis.Redis.from_url(settings.REDIS_URL)
-    # when
-    frames = stream_read(_post_with_keys(api, body, _keys_header({"openai": SECRET})))
-    # then the worker process used the key, and nothing kept it
-    assert frames[-1]["payload"]["committed"] is True, frames[-1]
-    assert set(FakeOpenAI.seen_auth) == {f"Bearer {SECRET}"}
-    execution = Execution.objects.get(request_id="req-remote-keys")
-    assert execution.claimed_by.split(":")[1] != str(__import__("os").getpid())
-    assert client.exists(f"covel:provider-keys:{execution.id}") == 0
-    assert _rows_containing(SECRET) == []
 
 
 @pytest.mark.hosted_only

@@ -14,7 +14,7 @@ from plugins_app.models import PluginData
 from plugins_app.registry import registry_reset
 from tests.turns.test_actions_helpers import action_body, post_action, session_make, stream_read
 from tests.turns.tools_support import builtin_dir_with_tools
-from turns.models import TraceEvent, TurnResult
+from turns.models import SessionEvent, TraceEvent, TurnResult
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -143,3 +143,21 @@ def test_instruction_locale_follows_the_session_when_unset(api, plugins, monkeyp
     frames = _turn(api, session)
     completed = [f["payload"] for f in frames if f["type"] == "tool.completed" and f["payload"].get("tool") == "scribble"]
     assert completed[0]["output"]["staged"]["notice"].startswith("Staged: it takes effect when the turn ends")
+
+
+def test_a_failed_optional_runtime_drops_only_its_own_writes_next_to_others(api, plugins):
+    # given two optional post-turn runtimes next to the story: lookout stages a valid write,
+    # scribbler an invalid one
+    session = session_make(plugins=("narrator", "lookout", "scribbler"), characters=[("hero", "Hero", "player")])
+    frames = _turn(api, session)
+    turn_id = frames[-1]["payload"]["turnId"]
+    # then only scribbler's writes are dropped, reported once
+    failed = [f["payload"] for f in frames if f["type"] == "proposal.failed"]
+    assert [(p["runtimeId"], p["code"]) for p in failed] == [("scribbler", "proposal-invalid")]
+    assert not PluginData.objects.filter(session=session, plugin_id="scribbler").exists()
+    # and lookout's write is committed exactly once, with its committed events appended once
+    assert PluginData.objects.filter(session=session, plugin_id="lookout", namespace="bell", key="rung").count() == 1
+    changed = SessionEvent.objects.filter(session=session, turn_id=turn_id, type="plugin-data.changed")
+    assert [e.payload.get("pluginId") for e in changed].count("lookout") == 1
+    assert TurnResult.objects.filter(session=session, turn_id=turn_id, committed=True).count() == 1
+    assert [f["runtimeId"] for f in TurnResult.objects.get(session=session, turn_id=turn_id).summary["failedProposals"]] == ["scribbler"]

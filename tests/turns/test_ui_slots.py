@@ -41,7 +41,9 @@ def test_before_anything_is_committed_stage_choices_is_null(client, ui_plugins):
 
     items = slots(client, created["id"], "?prefix=stage.")
 
-    assert items == [{"slot": "stage.choices@1", "value": None, "revision": items[0]["revision"]}]
+    # the stage slots only plugins fill (cast, backdrop, dialogue, music) are null without a provider too
+    assert items == [{"slot": name, "value": None, "revision": items[0]["revision"]} for name in (
+        "stage.choices@1", "stage.cast@1", "stage.backdrop@1", "stage.dialogue@1", "stage.music@1")]
 
 
 def test_stage_choices_project_the_newest_scene_prompts_output(client, ui_plugins):
@@ -90,7 +92,7 @@ def test_prefix_narrows_and_an_unknown_slot_is_400(client, ui_plugins):
     created = ui_session_create(client, ["teller"])
     character(client, created["id"], "keeper")
 
-    assert [i["slot"] for i in slots(client, created["id"], "?prefix=stage.")] == ["stage.choices@1"]
+    assert [i["slot"] for i in slots(client, created["id"], "?prefix=stage.c")] == ["stage.choices@1", "stage.cast@1"]
     assert slots(client, created["id"], "?prefix=nothing.") == []
     response = client.get(f"/api/sessions/{created['id']}/ui-slots?slot=stage.map@1")
     assert response.status_code == 400 and response.json()["code"] == "unknown_ui_slot"

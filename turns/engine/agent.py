@@ -52,7 +52,7 @@ from turns.engine.prompt import (
     LOREBOOK_SCAN_MESSAGES,
 )
 from turns.engine.providers.base import ModelError, ModelRequest, ModelResponse, TextDelta
-from turns.engine.providers.config import slot_for_runtime
+from turns.engine.providers.config import PROVIDER_SCRIPTED, slot_for_runtime
 from turns.engine.runtime import (
     STATUS_FAILED,
     STATUS_SUCCESS,
@@ -70,6 +70,8 @@ from plugins_app.toolkit.names import SEARCH_TOOLS
 from turns.engine.tools.search import DeferredTools
 from turns.engine.tools.executor import CONTROL_DONE, CONTROL_SUSPEND, STATUS_SUCCESS as CALL_SUCCESS, ToolCall
 from turns.engine.tools.registry import LOOP_HANDLED_TOOL_NAMES
+from turns.engine.cast import history_for_binding
+from turns.engine.delegate import NAME as DELEGATE, completion_output, private_messages, recorded_envelope, recorded_input
 
 RUNTIME_DONE = "runtime-done"
 SYNC_CHARACTERS = "sync-characters"
@@ -152,13 +154,20 @@ def _output_schema(runtime: RuntimeManifest, env: ExecutionEnv) -> dict[str, Any
     if not isinstance(path, str) or manifest is None:
         return None
     base = manifest.root / runtime.directory if runtime.directory else manifest.root
-    try:
-        return json.loads((base / path).resolve().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        try:
-            return json.loads((manifest.root / path).resolve().read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
+
+    def read() -> str | None:
+        for candidate in (base / path, manifest.root / path):
+            try:
+                text = candidate.resolve().read_text(encoding="utf-8")
+                json.loads(text)
+                return text
+            except (OSError, ValueError):
+                continue
+        return None
+
+    # Read once per manifest (a plugin install/reload builds a new one); parsed per call (a fresh dict).
+    text = manifest.package_text_memo(("output-schema", runtime.directory, path), read)
+    return json.loads(text) if text is not None else None
 
 
 def prompt_source(env: ExecutionEnv, runtime: RuntimeManifest) -> str:
@@ -168,9 +177,16 @@ def prompt_source(env: ExecutionEnv, runtime: RuntimeManifest) -> str:
     name = runtime.local_id or runtime.plugin_id
     source = runtime.prompt or (manifest.body if manifest and runtime.id == runtime.plugin_id else "")
     if manifest is not None:
-        found = prompt_file_find(manifest.root, name, env.snapshot.locale)
-        if found is not None:
-            source = found.read_text(encoding="utf-8")
+        locale = env.snapshot.locale
+
+        def read() -> str | None:
+            found = prompt_file_find(manifest.root, name, locale)
+            return found.read_text(encoding="utf-8") if found is not None else None
+
+        # Found and read once per manifest and locale (a plugin install/reload builds a new manifest).
+        text = manifest.package_text_memo(("prompt", name, locale), read)
+        if text is not None:
+            source = text
     return source
 
 
@@ -293,6 +309,36 @@ def history_compaction(env: ExecutionEnv) -> dict[str, Any] | None:
     return None
 
 
+#: Extension point of plugins that rewrite the story history a story prompt sees (branch-reply:
+#: a reply's accepted telling replaces the one first written).
+HISTORY_TRANSFORM_POINT = "prompt.history-transform@1"
+
+
+def history_transform(env: ExecutionEnv, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The story history after every ``prompt.history-transform@1`` provider of the session's
+    plugins, in provider order. Each gets ``{sessionId, pluginId, locale, pluginData (its own,
+    committed), messages: [{role, content}]}`` and answers ``{messages}``: the same messages, in the
+    same order and roles, with rewritten ``content`` strings. An answer of another shape (a message
+    added, dropped, reordered or re-roled) or a failed / late provider is ignored, so a transform
+    can change what the history says but never its structure. Unchanged without providers."""
+    from plugins_app.extensions import ExtensionFailed, extension_call, extension_providers
+
+    for provider in extension_providers(env.plugin_registry, [p.id for p in env.plugins], HISTORY_TRANSFORM_POINT):
+        data = {ns: json_copy(rows) for (pid, ns), rows in env.snapshot.plugin_data.items() if pid == provider.plugin_id}
+        try:
+            answer = extension_call(provider, {"sessionId": env.snapshot.session_id, "pluginId": provider.plugin_id,
+                                               "locale": env.snapshot.locale, "pluginData": data,
+                                               "messages": json_copy(messages)})
+        except ExtensionFailed:
+            continue
+        rewritten = answer.get("messages")
+        if (isinstance(rewritten, list) and len(rewritten) == len(messages)
+                and all(isinstance(new, dict) and new.get("role") == old["role"] and isinstance(new.get("content"), str)
+                        for new, old in zip(rewritten, messages))):
+            messages = [{"role": old["role"], "content": new["content"]} for new, old in zip(rewritten, messages)]
+    return messages
+
+
 def self_data_section(view: EngineStateView, plugin_id: str, item: dict[str, Any]) -> str:
     """io.selfData: the runtime's own plugin data (with staged writes) under the ``as`` tag.
     format: summary (values cut to 200 characters), full, ids-only; maxEntries keeps the newest."""
@@ -352,8 +398,9 @@ def agent_runtime_run(
     ``proposals`` and describes itself in ``suspension``.
 
     subagent: run as a delegate's sub-agent (turns.engine.delegate): ``{parentCallId, brief, data,
-    maxSteps, canStage}`` — the brief is the user message, the tools are cut down, events carry
-    ``parentCallId``."""
+    maxSteps, canStage, private, character?}`` — the brief (a character agent: with its profile,
+    history and instruction) is the user message, the tools are cut down, events carry
+    ``parentCallId``; a ``private`` sub-agent's events keep no model traffic or tool contents."""
     assert runtime.agent is not None
     agent = runtime.agent
     is_story = is_story_runtime(runtime)
@@ -364,7 +411,11 @@ def agent_runtime_run(
                            event_topics=env.event_topics, datasets=env.datasets, searchable=env.searchable_records)
     emit = _emitter(env, runtime, turn)
     if subagent is not None:  # a sub-agent's events point back at the delegate call
-        emit = (lambda type, payload, _emit=emit: _emit(type, {**payload, "parentCallId": subagent["parentCallId"]}))
+        from turns.engine.delegate import private_payload
+
+        private = bool(subagent.get("private"))  # a character / concealed sub-agent: no model traffic in traces
+        emit = (lambda type, payload, _emit=emit: _emit(type, {**(private_payload(payload) if private else payload),
+                                                               "parentCallId": subagent["parentCallId"]}))
     started = time.monotonic()
     try:
         _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstream_texts, emit, started, resume=resume,
@@ -412,7 +463,8 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
         from turns.engine.tools.services import service_tools
 
         can_write = resume is None and "suspend" not in agent.tools.builtin and not runtime.is_background
-        imported, absent = service_tools(env, runtime, agent.tools.services, can_write=can_write)
+        imported, absent = service_tools(env, runtime, agent.tools.services, can_write=can_write, turn=turn,
+                                         characters=view.characters)
         runtime_tools = {**runtime_tools, **imported, **absent}
         offered += [n for n in imported if n not in offered]
         hidden.update(absent)
@@ -420,8 +472,8 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
         from turns.engine.delegate import delegate_tool
 
         runtime_tools = {**runtime_tools, "delegate": delegate_tool(
-            env, runtime, turn, staged=view.staged_proposals, can_stage=resume is None and not runtime.is_background,
-            run=agent_runtime_run)}
+            env, runtime, turn, staged=view.staged_proposals, characters=view.characters,
+            can_stage=resume is None and not runtime.is_background, run=agent_runtime_run)}
         offered.append("delegate")
     elif subagent is not None:  # read-only tools and service imports only (write ones when the caller may stage)
         from turns.engine.delegate import subagent_tool_names
@@ -481,6 +533,8 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
     history, history_pruned = (history_messages(env.snapshot, max_turns=agent.history_max_turns, budget_scale=budget_scale,
                                                 compaction=compaction)
                                if is_story else ([], False))
+    if history:
+        history = history_transform(env, history)
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}, *history,
                                       {"role": "user", "content": user_message_build(env, turn, is_story=is_story, upstream_texts=upstream_texts)}]
     if subagent is not None:  # the brief (and data) is the sub-agent's task
@@ -503,6 +557,7 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
         dataset_tool_names=frozenset(runtime_tools), inputs={k: {"value": v} for k, v in inputs.items()},
         on_success=lambda outcome: _stage_outcome(own, runtime, outcome),
         model_router=env.router,  # memory-search's embedding slot
+        history_for=history_for_binding(env.snapshot, view.characters),
     )
     manifest = env.manifest(runtime.plugin_id)
     business_success = False
@@ -530,6 +585,7 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
         if first_step > max_steps:
             max_steps = first_step  # the answer always gets one model call
     suspend_call_id: str | None = None
+    private_calls: dict[str, tuple[str, str]] = {}  # character delegations: what traces keep instead
     for step in range(first_step, max_steps + 1):
         if env.cancel.is_cancelled:
             raise RuntimeFailure("aborted", "the execution was stopped")
@@ -565,7 +621,10 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
         request, call_model = pre_llm_call(env, runtime, turn, request, model_id)  # PreLLMCall hooks: this call only
         call_started = _now_iso()
         emit(T.LLM_CALLING, {"step": step, "slot": slot.name, "provider": slot.provider, "model": model_id or slot.model,
-                             "startedAt": call_started, "messages": request.messages, "toolNames": listed})
+                             "startedAt": call_started, "messages": private_messages(request.messages, private_calls),
+                             "toolNames": listed})
+        if slot.provider != PROVIDER_SCRIPTED:
+            env.tracer.flush()  # the model call waits on the network: the client sees llm.calling now
         t0 = time.monotonic()
         response: ModelResponse | None = None
         streamed: list[str] = []
@@ -591,7 +650,7 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
         emit(T.LLM_RESPONDED, {"step": step, "slot": slot.name, "provider": slot.provider, "model": response.model or model_id,
                                "durationMs": int((time.monotonic() - t0) * 1000), "finishReason": response.finish_reason,
                                "usage": response.usage.to_json(), "text": text, "toolCallCount": len(response.tool_calls)})
-        result.prompt = request.messages
+        result.prompt = private_messages(request.messages, private_calls)
         if not response.tool_calls:
             emit(T.MESSAGE_COMPLETED, {"step": step, "text": text})
             messages.append({"role": "assistant", "content": text})
@@ -644,7 +703,8 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
             if decision.refused is not None:
                 refused[call.id] = decision.refused
         for call in regular:
-            emit(T.TOOL_CALLING, {"step": step, "tool": call.name, "callId": call.call_id, "input": _arguments_json(call.arguments)})
+            emit(T.TOOL_CALLING, {"step": step, "tool": call.name, "callId": call.call_id,
+                                  "input": recorded_input(call.name, _arguments_json(call.arguments))})
         outcomes = _calls_run(env, runtime, turn, regular, refused, tool_context, runtime_tools)
         # The history carries what ran: repaired arguments as valid JSON text, unrepairable ones as
         # the raw text in a JSON string (spec 000 §参数修复: 修正后的参数会以合法 JSON 写回模型历史).
@@ -653,11 +713,16 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
             {**c, "arguments": repaired.get(c["id"]) or _history_text(c["arguments"])} for c in history_calls]})
         tool_messages: dict[str, dict[str, Any]] = {}
         for outcome in outcomes:
-            record = {"tool": outcome.name, "input": _arguments_json(outcome.history_arguments), "output": outcome.envelope,
-                      "status": outcome.status, "durationMs": outcome.duration_ms}
+            # a character delegation's instruction and intent stay out of records and traces (spec 000 §角色委托)
+            recorded = recorded_envelope(outcome.name, outcome.envelope)
+            recorded_args = recorded_input(outcome.name, _arguments_json(outcome.history_arguments))
+            if outcome.name == DELEGATE and (recorded is not outcome.envelope or recorded_args != _arguments_json(outcome.history_arguments)):
+                private_calls[outcome.call_id] = (json.dumps(recorded_args, ensure_ascii=False), envelope_json(recorded))
+            record = {"tool": outcome.name, "input": recorded_input(outcome.name, _arguments_json(outcome.history_arguments)),
+                      "output": recorded, "status": outcome.status, "durationMs": outcome.duration_ms}
             result.tool_calls.append(record)
             if outcome.status == CALL_SUCCESS:
-                emit(T.TOOL_COMPLETED, {"step": step, "tool": outcome.name, "callId": outcome.call_id, "output": outcome.envelope,
+                emit(T.TOOL_COMPLETED, {"step": step, "tool": outcome.name, "callId": outcome.call_id, "output": recorded,
                                         "durationMs": outcome.duration_ms})
                 for e in outcome.events:
                     emit(T.DOMAIN_EVENT_PREVIEWED, {"topic": e["topic"], "data": e.get("data") or {}})
@@ -685,7 +750,8 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
                     suspend_content = content
                     finished = True
                 if outcome.name in after_tools:
-                    result.output = content
+                    result.output = (completion_output(env, runtime.id, outcome.call_id, content)
+                                     if outcome.name == DELEGATE else content)
                     finished = True
             else:
                 emit(T.TOOL_FAILED, {"step": step, "tool": outcome.name, "callId": outcome.call_id, "output": outcome.envelope,

@@ -1,8 +1,8 @@
 """The commit chain: one transaction per turn applies everything a turn produced.
 
 ``turn_commit`` writes, in one ``transaction.atomic()``: the player message (chat + prompt
-history), interaction answers, every successful runtime's proposals (each runtime inside its own
-savepoint), story messages, pending interactions, RuntimeOutput rows, the TurnResult, the
+history), interaction answers, every successful runtime's proposals (no savepoints: an optional runtime
+whose writes fail makes the commit run again without it, see ``turn_commit``), story messages, pending interactions, RuntimeOutput rows, the TurnResult, the
 session clock (phase, completedPlayerTurns, setupRuntimes, loreOverride), trace rows and the
 SessionEvents (published after commit by turns.events). Failure policy (spec 000 §Proposal 类型):
 a rejected proposal of an optional runtime next to committed story prose drops only that
@@ -26,9 +26,10 @@ from django.db import IntegrityError, transaction
 
 from turns.engine import ports, trace as T
 from turns.engine.appliers import appliers
+from turns.engine.cadence import TRIGGER_LEDGER_KEY, trigger_ledger_advance
 from turns.engine.appliers.narrative import story_content, story_segments
 from turns.engine.appliers.base import CommitContext, ProposalRejected
-from turns.engine.appliers.plugin_data import plugin_data_forget, plugin_data_prefetch
+from turns.engine.appliers.plugin_data import plugin_data_prefetch
 from turns.engine.appliers.interaction import interaction_inputs_record, interaction_record
 from turns.engine.runtime import STATUS_FAILED, STATUS_SUCCESS, RuntimeResult, TurnInfo
 from plugins_app.toolkit import proposals as P
@@ -75,6 +76,9 @@ class CommitPlan:
     player_input: PlayerInput | None = None
     answers: list[dict[str, Any]] = field(default_factory=list)  # {turnId, interactionId, values, filledNarrative}
     setup_runtimes: dict[str, Any] | None = None
+    #: Runtime ids this main turn triggered whose cadence the trigger ledger keeps
+    #: (turns.engine.schedule.trigger_is_ledgered); written to the session with the commit.
+    triggered: list[str] = field(default_factory=list)
     phase: str | None = None
     count_player_turn: bool = False
     lore_override: str | None = None
@@ -118,14 +122,43 @@ def _apply_runtime(ctx: CommitContext, table, result: RuntimeResult) -> None:
         interaction_record(ctx, interaction, plugin_id=result.plugin_id, runtime_id=result.runtime_id)
 
 
+class _OptionalRuntimeFailed(Exception):
+    """An optional runtime's writes failed inside a commit attempt: the attempt is rolled back and
+    the commit runs again without that runtime (``turn_commit``)."""
+
+    def __init__(self, index: int, item: dict[str, Any]) -> None:
+        super().__init__(item["message"])
+        self.index, self.item = index, item
+
+
 def turn_commit(*, session_id: str, plan: CommitPlan, results: list[RuntimeResult], tracer: T.Tracer) -> CommitOutcome:
     """Commit one turn (see module docstring). Raises CommitFailed (nothing written) or
-    InputAlreadyCommitted when the player's inputMessageId is already stored."""
+    InputAlreadyCommitted when the player's inputMessageId is already stored.
+
+    Optimistic: the turn's writes go into one transaction without a savepoint per runtime. When an
+    optional runtime's writes fail (a rejected proposal, a constraint), that attempt is rolled
+    back whole and the commit runs again without the runtime, which is then reported in
+    ``failedProposals`` (spec 004: 非故事 runtime 的写入失败只丢弃它自己的写入). A failure is rare, so
+    the usual turn pays no savepoint round trips; a failing one pays one attempt per failed runtime.
+    Nothing of an aborted attempt is emitted: the appliers only collect events, which are emitted
+    after the loop.
+    """
+    excluded: dict[int, dict[str, Any]] = {}
+    while True:
+        try:
+            return _turn_commit_attempt(session_id=session_id, plan=plan, results=results, tracer=tracer, excluded=excluded)
+        except _OptionalRuntimeFailed as failure:
+            excluded[failure.index] = failure.item
+
+
+def _turn_commit_attempt(*, session_id: str, plan: CommitPlan, results: list[RuntimeResult], tracer: T.Tracer,
+                         excluded: dict[int, dict[str, Any]]) -> CommitOutcome:
     from sessions.models import ChatMessage, Session, TurnMessage
     from turns.models import InteractionRecord, RuntimeOutput, TurnResult
 
     table = appliers()
-    failed: list[dict[str, Any]] = []
+    # Runtimes dropped by earlier attempts, in the order of ``results``.
+    failed: list[dict[str, Any]] = [excluded[i] for i in sorted(excluded)]
     turn = plan.turn
     has_story = any(r.is_story and r.status == STATUS_SUCCESS and r.text for r in results)
     try:
@@ -149,23 +182,20 @@ def turn_commit(*, session_id: str, plan: CommitPlan, results: list[RuntimeResul
             interaction_inputs_record(session, turn.turn_id, plan.player_input, plan.answers)
             # Every plugin-data row the proposals name, in one query (see appliers/plugin_data.py).
             plugin_data_prefetch(ctx, [p for r in results if r.contributes for p in r.proposals])
-            for result in results:
-                if not result.contributes or (not result.proposals and not result.pending_inputs):
+            for index, result in enumerate(results):
+                if index in excluded or not result.contributes or (not result.proposals and not result.pending_inputs):
                     continue
                 optional = has_story and not result.is_story and turn.kind == "main"
-                marker = len(ctx.events), len(ctx.messages)
                 try:
-                    with transaction.atomic():
-                        _apply_runtime(ctx, table, result)
+                    _apply_runtime(ctx, table, result)
                 except (ProposalRejected, IntegrityError) as exc:
                     code = getattr(exc, "code", "conflict")
                     message = getattr(exc, "message", str(exc))
                     if not optional:
                         raise CommitFailed("proposal_failed", f"{result.runtime_id}: {message}") from None
-                    del ctx.events[marker[0]:]
-                    del ctx.messages[marker[1]:]
-                    plugin_data_forget(ctx)  # its cache may hold rows the rollback removed
-                    failed.append({"runtimeId": result.runtime_id, "pluginId": result.plugin_id, "code": code, "message": message})
+                    # Leaves the transaction (rolled back whole); turn_commit runs it again without this runtime.
+                    raise _OptionalRuntimeFailed(index, {"runtimeId": result.runtime_id, "pluginId": result.plugin_id,
+                                                         "code": code, "message": message}) from None
             for hook in plan.before_story:
                 hook(session)
             for result in results:
@@ -179,7 +209,7 @@ def turn_commit(*, session_id: str, plan: CommitPlan, results: list[RuntimeResul
                                                role="assistant", content={"text": result.text})
             RuntimeOutput.objects.bulk_create([
                 RuntimeOutput(session=session, output_id=str(uuid.uuid4()), turn_id=turn.turn_id, plugin_id=r.plugin_id,
-                              runtime_id=r.runtime_id, status=r.status, output=_runtime_output_json(r, session), full_prompt=r.prompt)
+                              runtime_id=r.runtime_id, status=r.status, output=_runtime_output_json(r, session))
                 for r in results if r.status != STATUS_DEFERRED
             ])
             summary = {**plan.summary, "runtimeResults": [r.summary() for r in results]}
@@ -203,6 +233,11 @@ def turn_commit(*, session_id: str, plan: CommitPlan, results: list[RuntimeResul
             if plan.lore_override is not None:
                 session.metadata = {**(session.metadata or {}), "loreOverride": plan.lore_override}
                 fields.append("metadata")
+            if plan.triggered:
+                ledger = trigger_ledger_advance((session.metadata or {}).get(TRIGGER_LEDGER_KEY), plan.triggered, turn.logical_turn)
+                session.metadata = {**(session.metadata or {}), TRIGGER_LEDGER_KEY: ledger}
+                if "metadata" not in fields:
+                    fields.append("metadata")
             fault_events = plugin_faults_settle(session, results, tracer, turn.turn_id)
             if fault_events is not None and "metadata" not in fields:
                 fields.append("metadata")

@@ -31,6 +31,8 @@ from plugins_app.code_loading import CodeNotLoadable, plugin_module_cached, runt
 from turns.engine import trace as T
 from turns.engine.env import ExecutionEnv
 from turns.engine.function_ctx import HostCallFailed, asset_generations_read, host_apis
+from turns.engine.cast import history_for_binding
+from turns.engine.delegate import NAME as DELEGATE, delegate_tool, recorded_envelope, recorded_input
 from turns.engine.hooks import pre_tool_use
 from covel.jsoncopy import json_copy
 from turns.engine.runtime import (STATUS_FAILED, STATUS_SKIPPED, STATUS_SUCCESS, STATUS_SUSPENDED, RuntimeFailure, RuntimeResult,
@@ -88,8 +90,10 @@ def callable_load(env: ExecutionEnv, runtime: RuntimeManifest, declared: str, de
 class _Tools:
     """ctx.tools: call(name, args) runs a whitelisted tool through the ToolExecutor."""
 
-    def __init__(self, env: ExecutionEnv, ctx: "FunctionContext", tool_context: ToolContext, emit, result: RuntimeResult) -> None:
+    def __init__(self, env: ExecutionEnv, ctx: "FunctionContext", tool_context: ToolContext, emit, result: RuntimeResult,
+                 runtime_tools: dict[str, Any] | None = None) -> None:
         self._env, self._ctx, self._tool_context, self._emit, self._result = env, ctx, tool_context, emit, result
+        self._runtime_tools = runtime_tools or {}  # service imports and delegate (built for this runtime)
         self._counter = 0
 
     def call(self, name: str, args: dict[str, Any] | None = None) -> Any:
@@ -101,7 +105,7 @@ class _Tools:
         except (TypeError, ValueError):
             self._ctx.failed = True
             raise ToolCallFailed(name, "invalid-input", "arguments are not JSON-serialisable") from None
-        self._emit(T.TOOL_CALLING, {"tool": name, "callId": call_id, "input": args or {}})
+        self._emit(T.TOOL_CALLING, {"tool": name, "callId": call_id, "input": recorded_input(name, args or {})})
         # The same PreToolUse hooks as the agent loop; a refusal fails the runtime here (spec 000:
         # 函数 runtime 的 Hook 中止仍使调用失败).
         decision = pre_tool_use(self._env, self._ctx._runtime, self._ctx._turn, name, dict(args or {}))
@@ -109,15 +113,16 @@ class _Tools:
         if decision.refused is not None:
             outcome = self._env.executor.refused_outcome(call, decision.refused)
         else:
-            outcome = self._env.executor.execute_one(call, self._tool_context)
-        self._result.tool_calls.append({"tool": name, "input": args or {}, "output": outcome.envelope, "status": outcome.status,
-                                        "durationMs": outcome.duration_ms})
+            outcome = self._env.executor.execute_one(call, self._tool_context, runtime_tools=self._runtime_tools)
+        recorded = recorded_envelope(name, outcome.envelope)
+        self._result.tool_calls.append({"tool": name, "input": recorded_input(name, args or {}), "output": recorded,
+                                        "status": outcome.status, "durationMs": outcome.duration_ms})
         if outcome.status != CALL_SUCCESS:
             self._ctx.failed = True
             error = outcome.envelope.get("error") or {}
             self._emit(T.TOOL_FAILED, {"tool": name, "callId": call_id, "error": error, "output": outcome.envelope})
             raise ToolCallFailed(name, str(error.get("code")), str(error.get("message")))
-        self._emit(T.TOOL_COMPLETED, {"tool": name, "callId": call_id, "output": outcome.envelope, "durationMs": outcome.duration_ms})
+        self._emit(T.TOOL_COMPLETED, {"tool": name, "callId": call_id, "output": recorded, "durationMs": outcome.duration_ms})
         self._ctx._own.extend(outcome.proposals)
         self._ctx._own.extend(P.Proposal(P.EVENT_EMIT, {"topic": e["topic"], "data": e.get("data") or {}},
                                          plugin_id=self._ctx.plugin_id, runtime_id=self._ctx.runtime_id) for e in outcome.events)
@@ -268,7 +273,9 @@ class FunctionContext:
     "suspended", "reason", "resumeSchema"?}`` suspends the runtime),
     world (_World), plugin_data / pluginData, tools (_Tools), log(message), and the host API of
     turns.engine.function_ctx (docs/function-runtime-ctx.md): gateway, utils (fetch_with_retry),
-    media (put, ingest_url), progress (report), recursive_call / recursiveCall.
+    media (put, ingest_url), progress (report), recursive_call / recursiveCall, agents (run).
+    ``tools.call`` also runs the runtime's imported services (``function.tools.services``, by their
+    tool names) and ``delegate`` when ``function.tools.builtin`` lists it.
     """
 
     def __init__(self, env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo, view: EngineStateView,
@@ -303,6 +310,7 @@ class FunctionContext:
         self.plugin_data = self.pluginData = apis.plugin_data
         self.gateway, self.utils, self.media, self.progress = apis.gateway, apis.utils, apis.media, apis.progress
         self.recursive_call = self.recursiveCall = apis.recursive
+        self.agents = apis.agents
         tool_names = set()
         selection = runtime.function.tools if runtime.function is not None else None
         if selection is None and runtime.agent is not None:
@@ -315,11 +323,37 @@ class FunctionContext:
             authorized_tool_names=frozenset(tool_names), locale=instruction_locale_for(self.locale),
             content_locale=self.locale, logical_turn=turn.logical_turn, cancel=env.cancel,
             inputs={k: {"value": v} for k, v in inputs.items()},
+            history_for=history_for_binding(env.snapshot, view.characters),
         )
-        self.tools = _Tools(env, self, tool_context, emit, result)
+        runtime_tools = self._runtime_tools(env, runtime, turn, view, selection, list(upstream or []), own)
+        tool_context.authorized_tool_names = frozenset(tool_names | set(runtime_tools))
+        self.tools = _Tools(env, self, tool_context, emit, result, runtime_tools)
         self.model = _Model(env, runtime, turn, emit)
         self.services = _Services(env)
         self._env = env
+
+    @staticmethod
+    def _runtime_tools(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo, view: EngineStateView, selection: Any,
+                       upstream: list[P.Proposal], own: StagedProposals) -> dict[str, Any]:
+        """The tools built for this runtime that ctx.tools.call may name: its service imports
+        (spec 000 §导入的服务工具; write services only where writes can be staged) and delegate."""
+        if selection is None:
+            return {}
+        can_stage = not runtime.is_background and turn.resumed_from_suspension_id is None
+        out: dict[str, Any] = {}
+        if selection.services:
+            from turns.engine.tools.services import service_tools
+
+            imported, absent = service_tools(env, runtime, selection.services, can_write=can_stage, turn=turn,
+                                             characters=view.characters)
+            out.update(imported)
+            out.update(absent)
+        if DELEGATE in selection.builtin:
+            from turns.engine.agent import agent_runtime_run
+
+            out[DELEGATE] = delegate_tool(env, runtime, turn, staged=lambda: list(upstream) + own.items(),
+                                          characters=view.characters, can_stage=can_stage, run=agent_runtime_run)
+        return out
 
     def log(self, message: str) -> None:
         self.logs.append(str(message))

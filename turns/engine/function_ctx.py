@@ -22,6 +22,10 @@ The plugin author's reference is docs/function-runtime-ctx.md.
 - ``ctx.media.put`` / ``ctx.media.ingest_url`` (``ingestUrl``): bytes or a remote URL into the
   session's media library (through ``ports.media_put``); ingest follows at most ``max_redirects``
   hops itself, re-checking every Location against the SSRF guard and ``permissions.http``.
+- ``ctx.agents.run(target, brief, *, data, character, instruction, max_steps)``: run a sub-agent
+  exactly as the ``delegate`` tool does (turns.engine.delegate: same targets, character rules,
+  8-at-once and ``maxSubagentCalls`` limits); returns its raw output, its writes join the caller's
+  staged writes; raises ``AgentRunFailed`` with delegate's codes.
 - ``ctx.progress``: ``report(progress, message)`` appends ``job-status.updated`` for the runtime's
   progress job; the job ends with the runtime (succeeded / failed, ``waiting-input`` while the
   runtime is suspended).
@@ -93,6 +97,11 @@ class FetchError(HostCallFailed):
 
 class MediaError(HostCallFailed):
     """ctx.media refused the bytes (``empty_body``, ``invalid_image``, ``unsupported_media_type``, ``too_large``)."""
+
+
+class AgentRunFailed(HostCallFailed):
+    """ctx.agents.run failed: ``code`` is one of delegate's (invalid-input, not-found, ambiguous,
+    unavailable, timeout, cancelled, internal); nothing of the sub-agent was staged."""
 
 
 class RecursiveCallFailed(HostCallFailed):
@@ -217,6 +226,8 @@ class GatewayApi:
         head = {"callId": call_id, "slot": slot_config.name, "provider": slot_config.provider, "model": model_id,
                 "messageCount": len(sent)}
         self._emit(T.GATEWAY_CALLING, head)
+        if slot_config.provider != "scripted":
+            self._env.tracer.flush()  # the call waits on the network: the client sees gateway.calling now
         started = time.monotonic()
         request = ModelRequest(messages=sent, slot=slot_config.name, model=model_id, max_output_tokens=max_output_tokens,
                                context={"runtime_id": self._runtime.id, "plugin_id": self._runtime.plugin_id,
@@ -339,6 +350,7 @@ class UtilsApi:
         retries = max(0, min(int(retries), 5))
         head = {"url": _traced_url(url), "method": method}
         self._emit(T.UTILS_FETCH_CALLING, head)
+        self._env.tracer.flush()  # the fetch waits on the network
         started = time.monotonic()
         try:
             response = self._attempts(url, method=method, headers=headers, json=json, body=body, retries=retries,
@@ -592,6 +604,52 @@ class RecursiveApi:
     recursiveCall = __call__  # noqa: N815
 
 
+# --- agents.run ------------------------------------------------------------------------------------
+
+
+class AgentsApi:
+    """ctx.agents.run(target, brief, *, data=None, character=None, instruction=None, max_steps=None)
+    → the sub-agent's raw output (a character agent: ``{segments, intent?}``).
+
+    ``target``: ``{"contract": ...}`` or ``{"runtimeId": ...}`` (a bare string is a runtimeId). The
+    run is delegate's (turns.engine.delegate.subagent_run): the sub-agent sees this run's staged
+    writes, its own writes join them on success (committed with the caller, dropped with it), at
+    most 8 run at once per execution (the 9th: ``unavailable`` at once) and ``maxSubagentCalls`` in
+    all. Write services stay only when this run may stage writes (not background, not resumed).
+    ``subagent.completed`` rows carry ``parentCallId`` ``agents-<n>``. Raises AgentRunFailed."""
+
+    def __init__(self, env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo, view: EngineStateView,
+                 upstream: list[P.Proposal], own: StagedProposals, result: RuntimeResult) -> None:
+        self._env, self._runtime, self._turn, self._view = env, runtime, turn, view
+        self._upstream, self._own, self._result = upstream, own, result
+        self._calls = 0
+
+    def run(self, target: dict[str, Any] | str, brief: str, *, data: dict[str, Any] | None = None,
+            character: str | None = None, instruction: str | None = None, max_steps: int | None = None) -> Any:
+        from plugins_app.toolkit.errors import ToolError
+        from turns.engine.agent import agent_runtime_run
+        from turns.engine.delegate import request_check, subagent_run
+
+        args: dict[str, Any] = {"target": {"runtimeId": target} if isinstance(target, str) else json_copy(target),
+                                "brief": brief}
+        for key, value in (("data", data), ("character", character), ("instruction", instruction), ("maxSteps", max_steps)):
+            if value is not None:
+                args[key] = json_copy(value)
+        self._calls += 1
+        can_stage = not self._runtime.is_background and self._turn.resumed_from_suspension_id is None
+        try:
+            request_check(args)
+            outcome = subagent_run(self._env, self._runtime, self._turn, args, parent_call_id=f"agents-{self._calls}",
+                                   staged=lambda: list(self._upstream) + self._own.items(), characters=self._view.characters,
+                                   can_stage=can_stage, run=agent_runtime_run)
+        except ToolError as exc:
+            raise AgentRunFailed(exc.code, exc.message) from None
+        self._own.extend(outcome.proposals)
+        self._result.usage["input"] += outcome.usage.get("input", 0)
+        self._result.usage["output"] += outcome.usage.get("output", 0)
+        return json_copy(outcome.output)
+
+
 @dataclass
 class HostApis:
     """The host members one FunctionContext gets (built by ``host_apis``)."""
@@ -602,6 +660,7 @@ class HostApis:
     media: MediaApi
     progress: ProgressApi
     recursive: RecursiveApi
+    agents: AgentsApi
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -618,4 +677,5 @@ def host_apis(env: ExecutionEnv, runtime: RuntimeManifest, turn: TurnInfo, view:
         media=MediaApi(env, utils),
         progress=ProgressApi(runtime, emit, result.run_id, progress_job_id),
         recursive=RecursiveApi(env, runtime, turn, upstream, own, emit, result, run, depth),
+        agents=AgentsApi(env, runtime, turn, view, upstream, own, result),
     )

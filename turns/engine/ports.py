@@ -54,6 +54,24 @@ def runtime_jobs_queued_count(session_id: str) -> int:
     return _runtime_jobs_queued_count(session_id)
 
 
+RuntimeJobsUnfinishedCount = Callable[[str], int]  # (session_id) -> queued/claimed/running/committing jobs
+
+_runtime_jobs_unfinished_count: RuntimeJobsUnfinishedCount | None = None
+
+
+def runtime_jobs_unfinished_count_install(count: RuntimeJobsUnfinishedCount) -> None:
+    """Install the counter of a session's unfinished (durable detached) runtime jobs (the jobs app)."""
+    global _runtime_jobs_unfinished_count
+    _runtime_jobs_unfinished_count = count
+
+
+def runtime_jobs_unfinished_count(session_id: str) -> int:
+    """Unfinished runtime jobs of ``session_id`` (browser-checkpoint's 有后台作业时上传 rule); 0 without the jobs app."""
+    if _runtime_jobs_unfinished_count is None:
+        return 0
+    return _runtime_jobs_unfinished_count(session_id)
+
+
 ModelCapability = Callable[..., "dict[str, Any] | None"]  # (model, *, provider, protocol) -> model-db lookup or None
 
 _model_capability: ModelCapability | None = None

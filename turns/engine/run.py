@@ -62,9 +62,11 @@ from turns.engine.runtime import (
     ORIGIN_MANUAL,
     ORIGIN_PLAYER,
     STATUS_FAILED,
+    STATUS_SKIPPED,
     STATUS_SUCCESS,
     TurnInfo,
 )
+from turns.engine.cadence import trigger_is_ledgered
 from turns.engine.schedule import DeferredResult, runtime_run, turn_runtimes_run
 from turns.engine.setup import setup_all_done, setup_states_settle
 from turns.engine.suspend import suspension_rows_hook
@@ -163,6 +165,7 @@ def execution_run(
     model_router: ModelRouter | None = None,
     code_grants: CodeGrants | None = None,
     model_routing: dict[str, Any] | None = None,
+    preloaded: tuple[Any, Any] | None = None,
 ) -> ExecutionOutcome:
     """Run one claimed execution (see module docstring).
 
@@ -181,13 +184,18 @@ def execution_run(
     (``{"slotConfig"?: <X-Slot-Config JSON>, "relay"?: <X-Model-Relay channel id>}``): bound slots
     use the request's presets (turns.engine.providers.routing), and in the shared tiers their
     loopback/LAN endpoints are reached through that relay channel (covel.model_relay).
+    preloaded: ``(execution, session)`` rows the caller read under the session lock (so the
+    engine does not read them again); default: read here.
     Preconditions: the caller holds the session lock for the whole call.
     """
     from sessions.models import Session
     from turns.models import Execution
 
-    execution = Execution.objects.get(pk=execution_id)
-    session = Session.objects.get(pk=execution.session_id)
+    if preloaded is not None:
+        execution, session = preloaded
+    else:
+        execution = Execution.objects.get(pk=execution_id)
+        session = Session.objects.get(pk=execution.session_id)
     trace_id = execution.trace_id or str(uuid.uuid4())
     payload = dict(execution.payload or {})
     cancel = cancel or TurnControl()
@@ -212,7 +220,17 @@ def execution_run(
     runner = _Runner(execution=execution, session_id=session.id, sink=sink, trace_id=trace_id, cancel=cancel,
                      plugin_registry=plugin_registry, router=model_router, plugin_settings=plugin_settings,
                      code_grants=code_grants)
+    runner.session_row = session  # the first snapshot loads from it (nothing committed since it was read)
     return runner.run(payload)
+
+
+def _settlements_pending(snapshot: Any) -> bool:
+    """Whether any plugin holds a pending dimension settlement receipt (read from the snapshot, so a
+    session without one pays no query for the retry; spec 004 §维度编辑与待结算恢复)."""
+    from turns.engine.settlements import SETTLEMENTS_NAMESPACE, STATUS_PENDING
+
+    return any(ns == SETTLEMENTS_NAMESPACE and any(isinstance(v, dict) and v.get("status") == STATUS_PENDING for v in rows.values())
+               for (_pid, ns), rows in snapshot.plugin_data.items())
 
 
 class _Runner:
@@ -231,11 +249,14 @@ class _Runner:
         self.turn_ids: list[str] = []
         self.last_results: list[Any] = []  # the runtime results of the last turn run
         self.recovered_from: str | None = None  # recoverFromTurnId, once checked
+        self.session_row: Any = None  # a Session row still current, used once by _env
 
     def _env(self) -> ExecutionEnv:
         from sessions.models import Session
 
-        session = Session.objects.get(pk=self.session_id)
+        session, self.session_row = self.session_row, None
+        if session is None:
+            session = Session.objects.get(pk=self.session_id)
         snapshot = session_snapshot_load(session)
         records = _plugin_records(self.plugin_registry, snapshot.active_plugins, snapshot.metadata)
         community_entries_load(self.plugin_registry, records, self.code_grants)
@@ -251,7 +272,7 @@ class _Runner:
         kind = self.execution.type
         env = self._env()
         snapshot = env.snapshot
-        if kind == TYPE_SUBMIT_ACTIONS and snapshot.phase == "playing":
+        if kind == TYPE_SUBMIT_ACTIONS and snapshot.phase == "playing" and _settlements_pending(snapshot):
             # Pending dimension settlements are retried once first (spec 004 §维度编辑与待结算恢复).
             retried, pending = ports.settlements_retry(self.session_id, plugin_registry=self.plugin_registry, router=self.router,
                                                        code_grants=self.code_grants, plugin_settings=self.plugin_settings)
@@ -393,6 +414,10 @@ class _Runner:
                                    **({"playerInput": {"actions": player_input.actions, "messageId": player_input.message_id}} if player_input else {}),
                                    **({SUMMARY_RETRY: scope.summary()} if scope is not None else {}),
                                    **({SUMMARY_RECOVERED_FROM: self.recovered_from} if self.recovered_from else {})})
+        if turn.kind == "main" and turn.only_runtime_ids is None:
+            # The cadence ledger (turns.engine.cadence) counts what this turn triggered; a manual re-run does not count.
+            ledgered = {r.id for r in env.runtimes() if trigger_is_ledgered(r)}
+            plan.triggered = [r.runtime_id for r in results if r.runtime_id in ledgered and r.status != STATUS_SKIPPED]
         if applied:
             plan.summary["steer"] = [{"message": a.message, "runtimeId": a.runtime_id, "step": a.step} for a in applied]
             plan.before_story.append(_steer_messages_hook(turn.turn_id, applied))

@@ -39,8 +39,15 @@ from turns.engine.runtime import (
     TurnInfo,
 )
 from turns.engine.setup import setup_state_of, DONE, BLOCKED
+from turns.engine.cadence import (  # noqa: F401  (MAIN_STAGES and the skip reasons stay importable here)
+    MAIN_STAGES,
+    SKIP_COOLDOWN,
+    SKIP_INTERVAL,
+    SKIP_MAX_TRIGGER_COUNT,
+    TRIGGER_LEDGER_KEY,
+    trigger_cadence_skip,
+)
 
-MAIN_STAGES = ("pre-turn", "narrative", "post-turn", "audit")
 RUNNABLE_TRIGGERS = ("auto", "scheduled")
 #: Most runtimes of one stage running at once.
 MAX_PARALLEL_RUNTIMES = 8
@@ -67,7 +74,6 @@ SKIP_SETUP_INCOMPLETE = "setup-incomplete"
 SKIP_DEPENDENCY_FAILED = "dependency-failed"
 SKIP_MISSING_INPUT = "missing-input"
 SKIP_START_TURN = "start-turn"
-SKIP_INTERVAL = "interval"
 SKIP_ABORTED = "aborted"
 #: Skip reason prefix of a runtime a PreRuntime hook stopped ("hook-aborted: <reason>").
 SKIP_HOOK_ABORTED = "hook-aborted"
@@ -105,6 +111,7 @@ def runtimes_select(env: ExecutionEnv, turn: TurnInfo) -> list[tuple[RuntimeMani
         if r.stage == "setup" and r.trigger.type == "auto" and (setup_states.get(r.id) or {}).get("state") != DONE
     }
     named = turn.only_runtime_ids is not None
+    ledger = env.snapshot.metadata.get(TRIGGER_LEDGER_KEY) or {}
     for runtime in env.runtimes():
         if named and runtime.id not in turn.only_runtime_ids:
             continue
@@ -129,10 +136,8 @@ def runtimes_select(env: ExecutionEnv, turn: TurnInfo) -> list[tuple[RuntimeMani
         if runtime.trigger.start_turn and turn.logical_turn < runtime.trigger.start_turn:
             out.append((runtime, SKIP_START_TURN))
             continue
-        if runtime.trigger.type == "scheduled" and runtime.trigger.interval and turn.logical_turn % runtime.trigger.interval:
-            out.append((runtime, SKIP_INTERVAL))
-            continue
-        out.append((runtime, None))
+        reason = trigger_cadence_skip(runtime, turn.logical_turn, ledger.get(runtime.id))
+        out.append((runtime, reason))
     return out
 
 

@@ -21,6 +21,10 @@ from typing import Any
 
 #: The provider plugin's namespace of receipts (world-init's server/common.py SETTLEMENTS_NAMESPACE).
 SETTLEMENTS_NAMESPACE = "settlements"
+#: Resolved receipts (settled, no-change, manual, skipped) kept per provider; older ones are pruned
+#: when a newer one is written, so a session's receipts stay bounded however long it runs (issue 18:
+#: plugin data read whole every turn must not grow a row per turn). Pending receipts are never pruned.
+RESOLVED_RECEIPTS_KEPT = 32
 STATUS_PENDING = "pending-settlement"
 STATUS_SETTLED = "settled"
 STATUS_NO_CHANGE = "no-change"

@@ -109,8 +109,11 @@ def session_snapshot_load(session: Any) -> SessionSnapshot:
         for d in DimensionValue.objects.filter(session=session).order_by("id")
     ]
     plugin_data: dict[tuple[str, str], dict[str, Any]] = {}
-    for row in PluginData.objects.filter(session=session).order_by("id"):
-        plugin_data.setdefault((row.plugin_id, row.namespace), {})[row.key] = row.value
+    # Plain tuples, not model instances: the session's rows grow by a few per turn and instance
+    # construction was most of this load's CPU (profile, issue 18).
+    for plugin_id, namespace, key, value in (PluginData.objects.filter(session=session).order_by("id")
+                                             .values_list("plugin_id", "namespace", "key", "value")):
+        plugin_data.setdefault((plugin_id, namespace), {})[key] = value
     lorebook = [
         LorebookEntry(id=e.entry_id, keys=tuple(e.keys or ()), content=e.content, enabled=e.enabled)
         for e in LoreRow.objects.filter(session=session).order_by("id")

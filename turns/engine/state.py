@@ -84,6 +84,38 @@ def plugin_data_overlay(rows: dict[str, Any], plugin_id: str, namespace: str, pr
     return out
 
 
+def plugin_data_value(rows: dict[str, Any], plugin_id: str, namespace: str, key: str,
+                      proposals: Iterable[P.Proposal]) -> tuple[bool, Any]:
+    """``(exists, value)`` of ``key`` in ``plugin_data_overlay(rows, ...)`` (value a private copy),
+    copying only that key's value: a namespace grows with the session (one row per turn for some
+    plugins) and copying all of it for one read was a per-turn cost growing with history (issue 18)."""
+    exists = key in rows
+    value = json_copy(rows[key]) if exists else None
+    for proposal in proposals:
+        if proposal.plugin_id != plugin_id:
+            continue
+        p = proposal.payload
+        if proposal.kind == P.PLUGIN_DATA and p["namespace"] == namespace and p["key"] == key:
+            exists, value = True, json_copy(p["value"])
+        elif proposal.kind == P.PLUGIN_DATA_DELETE and p["namespace"] == namespace and p["key"] == key:
+            exists, value = False, None
+        elif proposal.kind == P.PLUGIN_DATA_BATCH:
+            for entry in p["entries"]:
+                if entry["namespace"] != namespace or entry["key"] != key:
+                    continue
+                if entry.get("delete"):
+                    exists, value = False, None
+                else:
+                    exists, value = True, json_copy(entry.get("value"))
+        elif proposal.kind == P.PLUGIN_DATA_UPDATE and p["namespace"] == namespace and p["key"] == key:
+            try:
+                updated_exists, updated = apply_data_ops(exists, value, p["ops"])
+            except Exception:  # as in plugin_data_overlay: the view keeps the old value
+                continue
+            exists, value = updated_exists, (updated if updated_exists else None)
+    return exists, value
+
+
 class StagedProposals:
     """A thread-safe, append-only list of proposals (one runtime's own staged writes)."""
 
@@ -155,8 +187,8 @@ class EngineStateView:
         return plugin_data_overlay(rows, plugin_id, namespace, self._staged())
 
     def plugin_data_get(self, plugin_id: str, namespace: str, key: str) -> tuple[bool, Any]:
-        rows = self.plugin_data_list(plugin_id, namespace)
-        return (True, rows[key]) if key in rows else (False, None)
+        rows = self._snapshot.plugin_data.get((plugin_id, namespace), {})
+        return plugin_data_value(rows, plugin_id, namespace, key, self._staged())
 
     def recent_messages(self, limit: int) -> list[MemoryMessage]:
         return list(self._snapshot.messages[-limit:]) if limit > 0 else []

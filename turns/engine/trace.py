@@ -10,6 +10,8 @@ Thread-safe: runtimes of one stage emit from worker threads; sink calls are seri
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -147,11 +149,34 @@ class Tracer:
             if do_forward:
                 self.sink.emit(type, payload, turn_id=turn_id, ephemeral=ephemeral)
 
+    def flush(self) -> None:
+        """Ask the sink to write and announce the frames it holds back (``ExecutionSink.flush``):
+        called before the engine waits on something outside the process. Sinks without
+        ``flush`` (RecordingSink) deliver at once anyway."""
+        flush = getattr(self.sink, "flush", None)
+        if flush is not None:
+            with self._lock:
+                flush()
+
     def take_records(self) -> list[TraceRecord]:
         """Return and clear the buffered rows (each is written once)."""
         with self._lock:
             out, self.records = self.records, []
             return out
+
+
+def prompt_digest(messages: Any) -> str:
+    """First 16 hex digits of the SHA-256 of a prompt's messages (canonical JSON): how the session
+    view names a prompt it does not carry (GET /api/traces/:sessionId has the prompt itself)."""
+    return hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()[:16]
+
+
+def _row_payload(record: TraceRecord) -> dict[str, Any]:
+    # llm.calling rows also keep their prompt's digest, so the view can name the prompt without
+    # reading it (turns.selectors_view). A copy: the frame of the same event shares the dict.
+    if record.type == LLM_CALLING and isinstance(record.payload.get("messages"), list):
+        return {**record.payload, "promptDigest": prompt_digest(record.payload["messages"])}
+    return record.payload
 
 
 def trace_rows_write(session_id: str, trace_id: str, records: list[TraceRecord]) -> None:
@@ -162,6 +187,6 @@ def trace_rows_write(session_id: str, trace_id: str, records: list[TraceRecord])
         return
     TraceEvent.objects.bulk_create([
         TraceEvent(session_id=session_id, trace_id=trace_id, turn_id=r.turn_id, seq=r.seq, type=r.type,
-                   plugin_id=r.plugin_id, runtime_id=r.runtime_id, payload=r.payload)
+                   plugin_id=r.plugin_id, runtime_id=r.runtime_id, payload=_row_payload(r))
         for r in records
     ])

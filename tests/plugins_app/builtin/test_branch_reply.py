@@ -52,3 +52,31 @@ def test_seed_create_and_accept(client, world, says, hero):
     missing = run(client, played, {"action": "acceptCandidate", "turnId": key, "candidateId": "nope"})
     assert missing["status"] == "failed" and missing["error"]["code"] == "not-found"
     assert run(client, played, {"action": "createCandidates", "turnId": key, "count": 7})["error"]["code"] == "invalid-input"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_accepted_telling_replaces_the_reply_in_later_story_prompts(client):
+    from tests.plugins_app.builtin.play_support import act
+
+    # given a played turn whose reply got alternatives and the second one accepted
+    played = play_with(client, "yanhui-ferry", PLUGINS, says=["裴照，押纲官到底去了哪里？"], name="林照")
+    turns = plugin_data(played.id, "branch-reply", "turns")
+    key = max(turns, key=lambda k: turns[k]["turn"])
+    original = turns[key]["baseText"]
+    assert run(client, played, {"action": "createCandidates", "turnId": key, "count": 2})["status"] == "ok"
+    alternative = plugin_data(played.id, "branch-reply", "turns")[key]["candidates"][1]["text"]
+    assert run(client, played, {"action": "acceptCandidate", "turnId": key, "candidateId": f"{key}-candidate-1"})["status"] == "ok"
+    # when the next turn runs
+    act(client, played, "submit_actions", {"actions": [{"kind": "say", "text": "那我们去渡口看看。"}]})
+    # then the narrator's history holds the accepted telling, not the reply as first written
+    [call] = [f["payload"] for f in played.frames("llm.calling", len(played.streams) - 1)
+              if f["payload"]["runtimeId"] == "narrator"][:1]
+    history = [m["content"] for m in call["messages"][1:-1] if m["role"] == "assistant"]
+    assert alternative in history and original not in history
+    # and accepting the original again restores it
+    assert run(client, played, {"action": "acceptCandidate", "turnId": key, "candidateId": f"{key}-candidate-0"})["status"] == "ok"
+    act(client, played, "submit_actions", {"actions": [{"kind": "say", "text": "再说一遍。"}]})
+    [call] = [f["payload"] for f in played.frames("llm.calling", len(played.streams) - 1)
+              if f["payload"]["runtimeId"] == "narrator"][:1]
+    history = [m["content"] for m in call["messages"][1:-1] if m["role"] == "assistant"]
+    assert original in history and alternative not in history

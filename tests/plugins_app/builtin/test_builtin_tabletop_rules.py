@@ -89,3 +89,50 @@ def test_check_requests_and_point_buy_messages_in_both_languages():
     assert rules.check_request("I open the door.", RULES) is None
     assert "3 点" in rules.validate_point_buy({"grit": 4, "wits": 2}, RULES, {"locale": "zh-CN"})["message"]
     assert rules.validate_point_buy({"grit": 2, "wits": 2}, RULES, {"locale": "en-US"}) is None
+
+
+@pytest.fixture
+def emberback_point_buy():
+    """The upstream emberback world (its character schema: five 0–5 attributes, default 2; only
+    systems and fieldcraft are abilities) with creation rules that ask for more than the schema
+    allows: an attribute it lacks, a stats attribute, a max above the schema's, a base below it."""
+    from tests.plugins_app.builtin.catalogue_worlds import upstream_world as install
+
+    rules = {"id": "creation", "budget": 4, "attributes": [
+        {"id": "systems", "base": -1, "max": 9}, {"id": "fieldcraft", "label": "Fieldcraft", "base": 2, "max": 4},
+        {"id": "grit", "label": "Grit", "base": 1, "max": 5}, {"id": "luck", "label": "Luck", "base": 0, "max": 3}]}
+    target = install("emberback")
+    (target / "data" / "tabletop-rules.yaml").write_text(yaml.safe_dump(rules), encoding="utf-8")
+    descriptor_path = target / "data" / "world.data.yaml"
+    descriptor = yaml.safe_load(descriptor_path.read_text(encoding="utf-8"))
+    descriptor["sources"]["tabletopRules"] = {"kind": "yaml", "path": "data/tabletop-rules.yaml",
+                                              "to": "contract:tabletop-rules.rules.initial@1", "key": "id"}
+    descriptor_path.write_text(yaml.safe_dump(descriptor, sort_keys=False), encoding="utf-8")
+    yield "emberback"
+    shutil.rmtree(target, ignore_errors=True)
+
+
+def test_point_buy_keeps_to_the_worlds_character_schema(client, emberback_point_buy):
+    created = client.post("/api/sessions", json.dumps({"worldId": emberback_point_buy, "plugins": PLUGINS, "locale": "en-US"}),
+                          content_type="application/json").json()
+    played = Played(id=created["id"], token=created["ownerToken"], created=created)
+    character = _form(act(client, played, "start_session", {}), "char-creation")
+    # the character form leaves the numeric attributes to their schema defaults (no 1s)
+    assert [f["name"] for f in character["payload"]["interaction"]["fields"]] == ["characterName"]
+    frames = act(client, played, "submit_actions", _answer(character, {"characterName": "Ada Quill"}))
+    point_buy = _form(frames, "point-buy")
+    fields = {f["name"]: f for f in point_buy["payload"]["interaction"]["fields"]}
+    # only the schema's bounded abilities, inside the schema's bounds, labelled with its names
+    assert list(fields) == ["systems", "fieldcraft"]
+    assert (fields["systems"]["min"], fields["systems"]["max"], fields["systems"]["label"]) == (0, 5, "Systems")
+    assert (fields["fieldcraft"]["min"], fields["fieldcraft"]["max"]) == (2, 4)
+    # the validator holds the same bounds: 6 is past the schema's max
+    refused = client.post("/api/actions", json.dumps({"requestId": "req-too-high", "type": "submit_actions", "sessionId": played.id,
+                                                      "payload": _answer(point_buy, {"systems": 6, "fieldcraft": 2})}),
+                          content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {played.token}")
+    assert "form_rejected" in json.dumps(stream_read(refused))
+    act(client, played, "submit_actions", _answer(point_buy, {"systems": 3, "fieldcraft": 3}))
+    hero = Character.objects.get(session_id=played.id, type="player")
+    assert {k: hero.fields[k] for k in ("systems", "fieldcraft", "grit", "insight", "rapport")} == {
+        "systems": 3, "fieldcraft": 3, "grit": 2, "insight": 2, "rapport": 2}
+    assert "luck" not in hero.fields and not failed_runtimes(played)

@@ -16,7 +16,7 @@ from tests.plugins_app.builtin.catalogue_support import (
     plugin_data,
 )
 from tests.plugins_app.builtin.rpc_support import session_jobs_finished, upstream_world
-from turns.models import RuntimeOutput
+from tests.turns.prompt_support import runtime_prompt
 
 DIALOGUE = ["pregame", "world-init", "char-creator", "chat-mode-narrator", "scene-cast", "scene-stage", "scene-prompts",
             "character-blueprint", "character-presence", "living-world-rules", "branch-reply"]
@@ -49,8 +49,7 @@ def test_a_dialogue_turn(client, locale, says, addressed, zh):
         prose = [f["payload"]["text"] for f in played.frames("narrative.completed")]
         assert name in prose[-1] and "[" not in prose[-1] and "【" not in prose[-1]
         # it read the active cast, led by the addressed character
-        row = RuntimeOutput.objects.filter(session_id=played.id, runtime_id="chat-mode-narrator").order_by("-created_at").first()
-        assert f"id: {addressed}" in json.dumps(row.full_prompt, ensure_ascii=False)
+        assert f"id: {addressed}" in json.dumps(runtime_prompt(played.id, "chat-mode-narrator"), ensure_ascii=False)
         # events before the prose: the stage's direction records one speaker per paragraph
         emitted = [f["payload"] for f in played.frames("tool.completed") if f["payload"]["tool"] == "emit-event"]
         assert emitted

@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 
 from tests.plugins_app.builtin.catalogue_support import failed_runtimes, play_with
-from turns.models import RuntimeOutput
+from tests.turns.prompt_support import runtime_prompts
 
 PLUGINS = ["pregame", "world-init", "char-creator", "narrator", "director"]
 
 
 def system_prompts(session_id: str, runtime_id: str) -> list[str]:
-    rows = RuntimeOutput.objects.filter(session_id=session_id, runtime_id=runtime_id).order_by("created_at", "id")
-    return [m["content"] for r in rows for m in (r.full_prompt or [])[:1] if isinstance(m, dict) and m.get("role") == "system"]
+    return [m["content"] for prompt in runtime_prompts(session_id, runtime_id) for m in prompt[:1]
+            if isinstance(m, dict) and m.get("role") == "system"]
 
 
 def test_segment_provider(builtin_plugins):

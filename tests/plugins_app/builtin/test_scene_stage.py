@@ -69,3 +69,38 @@ def test_seed_cast_scene_and_direction_in_haruka_academy(client):
         specs = get_json(client, played, f"/api/ui-specs?sessionId={played.id}")
         mine = [s["id"] for group in specs["right"] if group["pluginId"] == "scene-stage" for s in group["specs"]]
         assert mine == ["scene-stage.panel", "scene-stage.cast-panel"], specs
+
+
+def _slot(client, played, name):
+    [item] = get_json(client, played, f"/api/sessions/{played.id}/ui-slots?slot={name}")["items"]
+    return item
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_stage_slots_follow_the_cast_scene_and_direction(client):
+    with upstream_world("haruka-academy"):
+        played = play_with(client, "haruka-academy", PLUGINS, locale="en-US", name="Ada Quill",
+                           says=["Mio Kamishiro, which club do you think I should join?"])
+        # the seeded scene and the chosen cast, before any direction
+        backdrop = _slot(client, played, "stage.backdrop@1")
+        assert (backdrop["value"]["location"], backdrop["value"]["timeOfDay"]) == ("Class 2-B", "day")
+        cast = _slot(client, played, "stage.cast@1")["value"]
+        assert cast["speakers"][0]["id"] == "npc-kamishiro-mio" and cast["actors"] == []
+        assert _slot(client, played, "stage.dialogue@1")["value"] is None
+        # a scene change and a direction reach the slots; the revision names the new value
+        before = backdrop["revision"]
+        event_sent(client, played, "scene-stage", "scene.set", {"location": "Old Journal Shelf", "timeOfDay": "night"})
+        backdrop = _slot(client, played, "stage.backdrop@1")
+        assert (backdrop["value"]["location"], backdrop["value"]["timeOfDay"]) == ("Old Journal Shelf", "night")
+        assert backdrop["revision"] != before
+        event_sent(client, played, "scene-stage", "stage.direction", {
+            "cues": [{"type": "actor.enter", "characterId": "npc-kamishiro-mio", "position": "left"}],
+            "dialogue": {"paragraphSpeakers": ["npc-kamishiro-mio", None]}})
+        [actor] = _slot(client, played, "stage.cast@1")["value"]["actors"]
+        assert (actor["characterId"], actor["position"]) == ("npc-kamishiro-mio", "left")
+        dialogue = _slot(client, played, "stage.dialogue@1")["value"]
+        assert dialogue["paragraphSpeakers"][0]["characterId"] == "npc-kamishiro-mio" and dialogue["paragraphSpeakers"][1] is None
+        # the stage prefix lists every stage slot once; music is null without soundtrack
+        names = [i["slot"] for i in get_json(client, played, f"/api/sessions/{played.id}/ui-slots?prefix=stage.")["items"]]
+        assert set(names) == {"stage.choices@1", "stage.cast@1", "stage.backdrop@1", "stage.dialogue@1", "stage.music@1"}
+        assert _slot(client, played, "stage.music@1")["value"] is None

@@ -64,3 +64,22 @@ def test_scene_and_mood_choose_the_track(client, music_world):
     assert jobs["soundtrack/cue"].status == "succeeded" and plugin_data(played.id, "soundtrack", "state") == before
     event_sent(client, played, "soundtrack", "music.cue", {"mood": "silence"})
     assert plugin_data(played.id, "soundtrack", "state")["track"]["track"] is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_music_slot_plays_the_chosen_track(client, music_world):
+    from tests.plugins_app.builtin.play_support import get_json
+
+    def music():
+        [item] = get_json(client, played, f"/api/sessions/{played.id}/ui-slots?slot=stage.music@1")["items"]
+        return item["value"]
+
+    played = play_with(client, music_world, PLUGINS, says=["I look around."], name="Ada Quill")
+    # before a scene or mood: the world's theme
+    assert music()["track"]["id"] == "theme" and music()["track"]["volume"] == 0.7
+    event_sent(client, played, "scene-stage", "scene.set", {"location": "The Quay"})
+    event_sent(client, played, "soundtrack", "music.cue", {"mood": "mystery"})
+    value = music()
+    assert (value["track"]["id"], value["track"]["file"], value["scene"], value["mood"]) == ("quay-mystery", "quay.mp3", "The Quay", "mystery")
+    event_sent(client, played, "soundtrack", "music.cue", {"mood": "silence"})
+    assert music()["track"] is None and music()["mood"] == "silence"

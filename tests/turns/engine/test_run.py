@@ -4,6 +4,7 @@ from sessions.models import ChatMessage, Session, TurnMessage
 from tests.turns.engine.support import STORY_PLUGIN, execution_create, plugin_write, registry_from, session_create
 from turns.engine.run import execution_run
 from turns.engine.trace import RecordingSink
+from tests.turns.prompt_support import runtime_prompt
 from turns.models import RuntimeOutput, SessionEvent, TraceEvent, TurnResult
 
 pytestmark = pytest.mark.django_db(transaction=False)
@@ -41,8 +42,9 @@ def test_say_turn_streams_prose_and_commits_player_and_story_messages(story_regi
     assert (result.committed, result.origin, result.player_turn_index, result.turn_id) == (True, "player", 1, outcome.turn_id)
     assert Session.objects.get(pk=session.pk).completed_player_turns == 1
     output = RuntimeOutput.objects.get(session=session)
-    assert output.runtime_id == "teller" and output.full_prompt[0]["role"] == "system"
-    assert "You narrate" in output.full_prompt[0]["content"]
+    prompt = runtime_prompt(session.id, "teller")
+    assert output.runtime_id == "teller" and prompt[0]["role"] == "system"
+    assert "You narrate" in prompt[0]["content"]
     traced = set(TraceEvent.objects.filter(session=session).values_list("type", flat=True))
     assert {"runtime.started", "llm.calling", "llm.responded", "step.started", "step.completed", "runtime.completed"} <= traced
     assert "narrative.delta" not in traced

@@ -9,6 +9,7 @@ from tests.turns.engine.support import NOTES_HANDLER, NOTES_PLUGIN, STORY_PLUGIN
 from turns.engine.run import execution_run
 from turns.engine.steer import TurnControl
 from turns.engine.trace import RecordingSink
+from tests.turns.prompt_support import runtime_prompt
 from turns.models import RuntimeOutput, TraceEvent
 
 pytestmark = pytest.mark.django_db(transaction=False)
@@ -54,7 +55,8 @@ def test_a_steer_during_the_final_prose_costs_one_more_story_call_that_includes_
     assert {"role": "user", "content": "[steer] The door creaks."} not in calls[0]["messages"]
     story = ChatMessage.objects.get(session=session, kind="story")
     assert sink.of_type("narrative.completed")[0]["text"] == story.content
-    assert RuntimeOutput.objects.get(session=session).full_prompt == calls[1]["messages"]
+    assert RuntimeOutput.objects.filter(session=session).count() == 1
+    assert runtime_prompt(session.id, RuntimeOutput.objects.get(session=session).runtime_id) == calls[1]["messages"]
     applied = TraceEvent.objects.get(session=session, type="steer.applied")
     assert (applied.runtime_id, applied.payload["step"], applied.payload["message"]) == ("teller", 2, "The door creaks.")
     assert [(m.role, m.kind) for m in ChatMessage.objects.filter(session=session).order_by("created_at", "id")] == [

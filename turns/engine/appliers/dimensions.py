@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import copy
 
+from django.db import models
+
 from plugins_app.models import PluginData
 from sessions.models import DimensionValue
 from turns.engine import settlements as S
 from turns.engine.appliers.base import CommitContext, ProposalRejected
-from turns.engine.appliers.plugin_data import apply_plugin_data
+from turns.engine.appliers.plugin_data import apply_plugin_data, plugin_data_forget
 from plugins_app.toolkit import proposals as P
 from plugins_app.toolkit.proposals import Proposal
 
@@ -67,7 +69,19 @@ def _receipt_write(ctx: CommitContext, proposal: Proposal, previous: dict | None
     apply_plugin_data(ctx, Proposal(P.PLUGIN_DATA, {"namespace": S.SETTLEMENTS_NAMESPACE, "key": value["resultId"],
                                                     "value": value}, plugin_id=proposal.plugin_id,
                                     runtime_id=proposal.runtime_id))
+    if value.get("status") != S.STATUS_PENDING:
+        _resolved_receipts_prune(ctx, proposal.plugin_id)
     return value
+
+
+def _resolved_receipts_prune(ctx: CommitContext, plugin_id: str) -> None:
+    """Delete the provider's resolved receipts beyond the newest ``RESOLVED_RECEIPTS_KEPT`` (one
+    statement; housekeeping, so no plugin-data.changed event: nothing reads an old resolved receipt)."""
+    resolved = (PluginData.objects.filter(session=ctx.session, plugin_id=plugin_id, namespace=S.SETTLEMENTS_NAMESPACE)
+                .exclude(value__status=S.STATUS_PENDING).order_by("-id").values("pk")[S.RESOLVED_RECEIPTS_KEPT:])
+    pruned = PluginData.objects.filter(pk__in=models.Subquery(resolved)).delete()[0]
+    if pruned:
+        plugin_data_forget(ctx)  # the commit's row cache may hold a pruned row
 
 
 def _conflicts(ctx: CommitContext, updates: list[dict]) -> tuple[dict, dict]:

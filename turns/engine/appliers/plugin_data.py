@@ -6,7 +6,7 @@ Reads are batched per commit: ``plugin_data_prefetch`` (called by the commit cha
 runtimes are applied) loads every row the commit's plugin-data proposals name in one query into
 a cache on the CommitContext; appliers read and update that cache instead of selecting each key,
 and fall back to the database for a key it does not know. The commit chain drops the cache
-(``plugin_data_forget``) when a runtime's savepoint rolls back, since it may then hold rows that
+(``plugin_data_forget``) when part of a commit is rolled back, since it may then hold rows that
 no longer exist. A batch with distinct keys is written with one DELETE, one bulk INSERT and one
 bulk UPDATE at most.
 """

@@ -158,6 +158,9 @@ class ToolContext:
     #: The turn's ModelRouter (the request's keys and X-Slot-Config): memory-search embeds with its
     #: ``memory`` slot (turns.engine.providers.embeddings). None: keyword-only memory.
     model_router: Any = None
+    #: ``history_for(character_id, limit=None)``: the session-bound experienced history of a
+    #: character (turns.engine.cast; spec 000 §角色委托与策略导入 context.historyFor). None: [] always.
+    history_for: Callable[..., list[Any]] | None = None
 
 
 class CallContext:
@@ -183,6 +186,7 @@ class CallContext:
         self.dataset_tool_names = tool_context.dataset_tool_names
         self.inputs = json_copy(tool_context.inputs)
         self.model_router = tool_context.model_router
+        self._history_for = tool_context.history_for
         self.cancel = CancelToken()
         self._lock = threading.Lock()
         self._closed = False
@@ -197,6 +201,13 @@ class CallContext:
     @property
     def is_cancelled(self) -> bool:
         return self.cancel.is_cancelled or self._ctx.cancel.is_cancelled
+
+    def history_for(self, character_id: str, limit: Any = None) -> list[Any]:
+        """The story turns character ``character_id`` took part in, oldest first: ``[{turnId, role,
+        text}]`` (``limit``: an int or ``{"limit": n}``; default 6). Also ``historyFor``."""
+        return list(self._history_for(character_id, limit)) if self._history_for is not None else []
+
+    historyFor = history_for  # noqa: N815 - the spec's spelling
 
     def check_open(self) -> None:
         """Raise ToolError("cancelled") once the call is over or cancelled."""

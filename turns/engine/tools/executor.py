@@ -53,6 +53,15 @@ DONE_SENTINEL_KEY = "_covelDone"
 READ_ONLY_WRITES_TEXT = "read-only tool returned writes"
 #: Proposal.meta key of a staged write that failed its payload check (the commit rejects it).
 PROPOSAL_INVALID_META = "invalid"
+#: Builtin tools that only compute over the in-memory snapshot (no I/O, no waiting): run in the
+#: calling thread when they have no timeout. A thread per call was most of their cost (issue 18:
+#: "each tool call starts a thread"); with no deadline the caller waits for them either way, and
+#: they are too short for cancellation to matter. memory-search (embeddings), suspend and dataset
+#: tools are not listed: they keep their own thread.
+INLINE_BUILTIN_TOOLS = frozenset({
+    "runtime-done", "sync-characters", "list-characters", "get-character", "world-dimension-get",
+    "world-dimension-list", "create-choices", "create-form", "create-notification", "render-ui", "emit-event",
+})
 
 
 @dataclass(frozen=True)
@@ -325,6 +334,9 @@ class ToolExecutor:
     ) -> ToolCallOutcome:
         tool = resolved.tool
         call_ctx = CallContext(context, tool.name, call.call_id)
+        if (resolved.source == SOURCE_BUILTIN and tool.name in INLINE_BUILTIN_TOOLS and not tool.is_async
+                and tool.timeout_ms is None):
+            return self._execute_inline(resolved, call, parsed, history, context, call_ctx)
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         loop_box: dict[str, Any] = {}
 
@@ -391,6 +403,43 @@ class ToolExecutor:
             if not thread.is_alive():
                 with self._lock:
                     self._threads.discard(thread)
+        return self._finish(resolved, call, raw_result, call_ctx, history, context)
+
+    def _execute_inline(
+        self,
+        resolved: ResolvedTool,
+        call: ToolCall,
+        parsed: ParsedArguments,
+        history: str,
+        context: ToolContext,
+        call_ctx: CallContext,
+    ) -> ToolCallOutcome:
+        """``_execute`` for INLINE_BUILTIN_TOOLS: the same outcomes, run in the calling thread."""
+        tool = resolved.tool
+        with self._lock:
+            if self._closed:
+                return self._skipped(call, "the executor is shutting down")
+            self._live_calls.add(call_ctx)
+        try:
+            try:
+                raw_result = tool.execute(parsed.value, call_ctx)
+            except ToolError as exc:
+                return self._failed(call, exc, history=history,
+                                    own_refusal=exc.code == REFUSED or getattr(exc, "refused", False) is True)
+            except (Exception, asyncio.CancelledError) as exc:
+                if call_ctx.is_cancelled:
+                    return self._cancelled(call, history)
+                logger.exception("tool %s raised", tool.name)
+                return self._internal(call, exc, history)
+            if call_ctx.is_cancelled:
+                # The runtime was cancelled while the call ran: its result is discarded, as a
+                # threaded call's would be once the wait notices the cancellation.
+                return self._cancelled(call, history)
+        finally:
+            call_ctx.cancel.cancel("call finished")
+            call_ctx.close()
+            with self._lock:
+                self._live_calls.discard(call_ctx)
         return self._finish(resolved, call, raw_result, call_ctx, history, context)
 
     def _finish(

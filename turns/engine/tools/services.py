@@ -23,6 +23,17 @@ Absent tools (no exactly-one active provider, a provider that does not offer it 
 service in a run that cannot stage writes) are not offered, but stay callable so a model that
 still names one gets ``unavailable`` with the reason (no plugin id); the server log names the plugin.
 
+Turn policies (``turn-policy@1``, spec 000 §角色委托与策略导入): the import's parameters, result and
+annotations are the framework's, not the provider's. The model sends ``{present: [names],
+recentSegments?}``; the host resolves the names privately (an unknown name is ``invalid-input``) and
+adds the current action and the limits, so the provider gets ``{present, presentCharacters: [{id,
+name}], recentSegments, action: {text, kind}, limits: {maxActors}}`` and answers ``{actors:
+[{character | characterId, ...}]}``. The model reads ``{actors: [{character: name, ...}]}``: names
+only (ids dropped), unknown characters left out, at most ``maxActors``. Annotations ``{readOnly,
+idempotent: false, concurrencySafe: false}`` (a barrier). With several providers the session's
+orchestration ``turnPolicy`` picks one; a saved choice no provider matches makes the tool absent.
+Every provider's context also carries ``historyFor(characterId, limit=None)`` (turns.engine.cast).
+
 Failures map per the spec's table: a provider's ``invalid-input`` and ``cancelled`` are the
 caller's own failures; every other provider failure is ``refused: true`` (not counted against the
 caller: ``ToolError.refused``), ``internal`` keeping only the first line with UUIDs as ``<id>``.
@@ -39,6 +50,20 @@ from plugins_app.toolkit.definition import READ_ONLY_SAFE, Tool, ToolResult, too
 from plugins_app.toolkit.errors import CANCELLED, INTERNAL, INVALID_INPUT, TIMEOUT, UNAVAILABLE, ToolError
 from plugins_app.toolkit.proposals import Proposal
 from turns.engine.tools.envelope import UUID_RE
+
+TURN_POLICY_CONTRACT = "turn-policy@1"
+TURN_POLICY_ANNOTATIONS = {"readOnly": True, "stagesWrites": False, "idempotent": False, "concurrencySafe": False}
+TURN_POLICY_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "required": ["present"],
+    "additionalProperties": False,
+    "properties": {
+        "present": {"type": "array", "maxItems": 32, "description": "Names of the characters present in the scene.",
+                    "items": {"type": "string", "minLength": 1, "maxLength": 80}},
+        "recentSegments": {"type": "array", "maxItems": 50, "items": {"type": "object"},
+                           "description": "The latest story segments, {type, text, speaker?}."},
+    },
+}
 
 logger = logging.getLogger(__name__)
 
@@ -74,9 +99,12 @@ def _absent(name: str, message: str) -> Tool:
 
 def _call_provider(env: Any, record: Any, registration: Any, contract: str, caller_plugin_id: str,
                    args: dict[str, Any], cancel: Any) -> Any:
+    from turns.engine.cast import history_for_binding
+
     data = {ns: json_copy(rows) for (pid, ns), rows in env.snapshot.plugin_data.items() if pid == record.id}
     context = {"sessionId": env.snapshot.session_id, "pluginId": record.id, "callerPluginId": caller_plugin_id,
-               "locale": env.snapshot.locale, "contract": contract, "pluginData": data}
+               "locale": env.snapshot.locale, "contract": contract, "pluginData": data,
+               "historyFor": history_for_binding(env.snapshot, lambda: list(env.snapshot.characters))}
     future = _pool.submit(registration.target, context, json_copy(args))
     try:
         return future.result(timeout=SERVICE_TIMEOUT_SECONDS)
@@ -115,13 +143,77 @@ def _service_tool(env: Any, record: Any, registration: Any, contract: str, name:
                 execute=execute, annotations=WRITE_ANNOTATIONS if write else READ_ONLY_SAFE)
 
 
-def service_tools(env: Any, runtime: Any, imports: Iterable[Any], *, can_write: bool) -> tuple[dict[str, Tool], dict[str, Tool]]:
+def _orchestration(env: Any) -> dict[str, Any]:
+    from sessions.orchestration import orchestration_from_metadata
+
+    return orchestration_from_metadata(env.snapshot.metadata)
+
+
+def _turn_policy_tool(env: Any, record: Any, registration: Any, name: str, caller_plugin_id: str, turn: Any,
+                      characters: Any) -> Tool:
+    from turns.engine.cast import character_resolve
+
+    description = str((registration.options or {}).get("description")
+                      or "Choose which present characters act this turn, in order.")
+
+    def execute(args: dict[str, Any], ctx: Any) -> Any:
+        cast = list(characters())
+        present = []
+        for index, wanted in enumerate(args.get("present") or []):
+            try:
+                present.append(character_resolve(cast, wanted))
+            except ToolError as exc:
+                raise ToolError(INVALID_INPUT, f"present/{index}: {exc.message}") from None
+        max_actors = int(_orchestration(env)["maxActors"])
+        request = {"present": [c.name for c in present], "presentCharacters": [{"id": c.id, "name": c.name} for c in present],
+                   "recentSegments": json_copy(args.get("recentSegments") or []),
+                   "action": {"text": getattr(turn, "player_message", None), "kind": getattr(turn, "action_kind", None)},
+                   "limits": {"maxActors": max_actors}}
+        value = _call_provider(env, record, registration, TURN_POLICY_CONTRACT, caller_plugin_id, request, None)
+        actors = value.get("actors") if isinstance(value, dict) else None
+        if not isinstance(actors, list) or not all(isinstance(a, dict) for a in actors):
+            raise refused(INTERNAL, "The service returned an invalid result.")
+        by_id = {c.id: c for c in cast}
+        chosen = []
+        for actor in actors:
+            found = by_id.get(actor.get("characterId")) if isinstance(actor.get("characterId"), str) else None
+            if found is None and isinstance(actor.get("character"), str):
+                try:
+                    found = character_resolve(cast, actor["character"])
+                except ToolError:
+                    found = None
+            if found is None:
+                logger.info("turn policy of %s named an unknown character %r", record.id, actor)
+                continue
+            rest = {k: json_copy(v) for k, v in actor.items() if k not in ("character", "characterId")}
+            chosen.append({"character": found.name, **rest})
+        return {"actors": chosen[:max_actors]}
+
+    return tool(name=name, description=description, parameters=TURN_POLICY_PARAMETERS, execute=execute,
+                annotations=TURN_POLICY_ANNOTATIONS)
+
+
+def _turn_policy_pick(env: Any, providers: list[Any]) -> tuple[list[Any], str | None]:
+    """The turn-policy providers after the session's choice, and why none is usable (or None)."""
+    chosen = _orchestration(env).get("turnPolicy")
+    if chosen is None:
+        return providers, None
+    picked = [(r, reg) for r, reg in providers if r.id == chosen["pluginId"]
+              and (reg.options or {}).get("name", chosen["name"]) == chosen["name"]]
+    if not picked:
+        return [], "the session's chosen turn policy is not available."
+    return picked, None
+
+
+def service_tools(env: Any, runtime: Any, imports: Iterable[Any], *, can_write: bool, turn: Any = None,
+                  characters: Any = None) -> tuple[dict[str, Tool], dict[str, Tool]]:
     """(offered tools by name, absent tools by name) for a runtime's ``agent.tools.services``.
 
     ``env``: the ExecutionEnv (active plugin records with their registrations, the snapshot);
     ``imports``: ServiceImport(contract, tool_name) items; ``can_write``: False for runs without a
     staging area for another plugin's writes (an agent that may suspend, resumed or background
-    runs), where write services are absent (not-allowed).
+    runs), where write services are absent (not-allowed). ``turn`` / ``characters()`` (the
+    caller's TurnInfo and view of the cast): what a turn-policy import adds and resolves against.
     """
     offered: dict[str, Tool] = {}
     absent: dict[str, Tool] = {}
@@ -130,7 +222,13 @@ def service_tools(env: Any, runtime: Any, imports: Iterable[Any], *, can_write: 
         providers = [(r, r.registrations.services[contract]) for r in env.plugins
                      if r.registrations is not None and contract in r.registrations.services]
         reason = None
-        if not providers:
+        if contract == TURN_POLICY_CONTRACT and providers:
+            providers, why = _turn_policy_pick(env, providers)
+            if why is not None:
+                reason = f'The tool "{name}" is unavailable in this session: {why}'
+        if reason is not None:
+            pass
+        elif not providers:
             reason = f'The tool "{name}" is unavailable in this session: no active provider offers {contract}.'
         elif len(providers) > 1:
             reason = f'The tool "{name}" is unavailable in this session: more than one plugin provides it.'
@@ -144,5 +242,9 @@ def service_tools(env: Any, runtime: Any, imports: Iterable[Any], *, can_write: 
             absent[name] = _absent(name, reason)
             continue
         record, registration = providers[0]
+        if contract == TURN_POLICY_CONTRACT:
+            offered[name] = _turn_policy_tool(env, record, registration, name, runtime.plugin_id, turn,
+                                              characters or (lambda: list(env.snapshot.characters)))
+            continue
         offered[name] = _service_tool(env, record, registration, contract, name, runtime.plugin_id)
     return offered, absent

@@ -2,7 +2,7 @@
 atomically (spec 000 overview; output contract scene-prompts@1).
 
 Stages one plugin.data.batch: `guides/latest` and `guides/turn-<n>` hold
-`{scene, recap, decision, prompts: [{text, kind}], turn}`; a ui block shows it in the message
+`{scene, recap, decision, prompts: [{text, kind}], turn}` (the last 16 turns are kept); a ui block shows it in the message
 stream. The content is the scene-prompts@1 output.
 """
 
@@ -26,6 +26,9 @@ from plugins_app.toolkit import (
 NAME = "generate-guide"
 NAMESPACE = "guides"
 LATEST_KEY = "latest"
+#: Per-turn guides kept (``turn-<n>``): the batch that writes turn n deletes turn n - 16, so the
+#: plugin's data stays bounded however long a session runs.
+TURNS_KEPT = 16
 PROMPT_KINDS = ("observe", "ask", "act", "social")
 
 PARAMETERS: dict[str, Any] = {
@@ -74,6 +77,8 @@ def _execute(args: dict[str, Any], ctx: CallContext) -> ToolResult:
     entries = [{"namespace": NAMESPACE, "key": LATEST_KEY, "value": guide}]
     if ctx.logical_turn is not None:
         entries.append({"namespace": NAMESPACE, "key": f"turn-{ctx.logical_turn}", "value": guide})
+        if ctx.logical_turn > TURNS_KEPT:
+            entries.append({"namespace": NAMESPACE, "key": f"turn-{ctx.logical_turn - TURNS_KEPT}", "delete": True})
     ui = [
         {
             "parts": [

@@ -1,5 +1,6 @@
 """Projection `rules-from-world-ir`: WorldIR `rule` statements as world rules (pure function; the
-host declares projections but does not run them yet)."""
+host runs it over a world's `contract:world-ir@1` data when a session is created,
+sessions.world_data_projections)."""
 
 from __future__ import annotations
 

@@ -14,6 +14,8 @@ def handle(ctx) -> dict[str, Any]:
     rules = ctx.inputs.get("rules")
     if not isinstance(rules, dict):
         rules = R.rules_of(ctx.plugin_data.list(R.NAMESPACE))
+        if rules is not None:  # the same attributes and bases the creation step offered
+            rules = R.rules_for_schema(rules, ctx.world.character_schema(), ctx.locale)
     text = str(ctx.player_message or "")
     request = R.check_request(text, rules) if rules and text else None
     if request is None:

@@ -1,6 +1,7 @@
 """tabletop-rules/creation function runtime (setup): the point-buy step of character creation.
 
-- no rules → done (`preGameDone`, `rules: null`);
+- no rules (or none the world's character schema allows, rules.rules_for_schema) → done
+  (`preGameDone`, `rules: null`);
 - no player character yet → not done (char-creator's form comes first);
 - the player answered `point-buy` this turn → the values go to the hero's fields
   (`character.upsert`), done;
@@ -26,6 +27,8 @@ def _answer(ctx) -> dict[str, Any] | None:
 
 def handle(ctx) -> dict[str, Any]:
     rules = R.rules_of(ctx.plugin_data.list(R.NAMESPACE))
+    if rules is not None:  # only what the world's character schema allows (bounds, abilities)
+        rules = R.rules_for_schema(rules, ctx.world.character_schema(), ctx.locale)
     if rules is None:
         return {"preGameDone": True, "rules": None}
     hero = next((c for c in ctx.world.characters() if c.get("type") == "player"), None)

@@ -30,6 +30,49 @@ def rules_of(rows: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def _text(value: Any, locale: str | None) -> str:
+    if isinstance(value, dict):  # a locale map {"zh-CN": ..., "en-US": ...}
+        zh = str(locale or "").lower().startswith("zh")
+        pick = next((v for k, v in value.items() if str(k).lower().startswith("zh") == zh and isinstance(v, str)), None)
+        return pick or next((v for v in value.values() if isinstance(v, str)), "")
+    return str(value or "")
+
+
+def _bound(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not value.is_integer()):
+        return None
+    return int(value)
+
+
+def rules_for_schema(rules: dict[str, Any], schema: dict[str, Any] | None, locale: str | None) -> dict[str, Any] | None:
+    """The creation rules as the world's character schema allows them (the rules' authoring
+    contract: each rule attribute is a bounded integer attribute with ``category: abilities`` in the
+    world's ``characterSchema``): attributes the schema lacks, that are not numbers, not abilities
+    or unbounded are left out; ``base`` is raised to the schema's ``min`` and ``max`` lowered to the
+    schema's ``max``; a missing label is the schema attribute's name in ``locale``. Without a
+    character schema the rules stand as written. None when no attribute is left."""
+    attributes = [a for a in rules.get("attributes") or [] if isinstance(a, dict) and a.get("id")]
+    if isinstance(schema, dict) and isinstance(schema.get("attributes"), list):
+        declared = {a.get("id"): a for a in schema["attributes"] if isinstance(a, dict)}
+        kept = []
+        for attr in attributes:
+            spec = declared.get(attr["id"])
+            low, high = (_bound(spec.get("min")), _bound(spec.get("max"))) if isinstance(spec, dict) else (None, None)
+            if spec is None or spec.get("type") not in ("number", "integer") or spec.get("category") != "abilities" \
+                    or low is None or high is None:
+                continue
+            base = max(_bound(attr.get("base")) if _bound(attr.get("base")) is not None else low, low)
+            top = min(_bound(attr.get("max")) if _bound(attr.get("max")) is not None else high, high)
+            if base > top:
+                continue
+            kept.append({**attr, "base": base, "max": top, "label": str(attr.get("label") or _text(spec.get("name"), locale) or attr["id"])})
+        attributes = kept
+    else:
+        attributes = [{**a, "label": str(a.get("label") or a["id"])} for a in attributes
+                      if _bound(a.get("base")) is not None and _bound(a.get("max")) is not None]
+    return {**rules, "attributes": attributes} if attributes else None
+
+
 def point_buy_issue(values: dict[str, Any], rules: dict[str, Any], zh: bool) -> dict[str, str] | None:
     """The first problem of a point-buy answer as `{field, message}`, else None."""
     spent = 0

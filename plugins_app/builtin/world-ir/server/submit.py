@@ -6,7 +6,8 @@ The arguments are checked beyond their JSON Schema: ids unique within the call; 
 or a roster character; `inventory_change` and `quest_change` events carry their fixed attributes.
 Roster characters that are referenced but not listed are added as `character` entities (id and
 name from the roster). `schemaVersion` defaults to 1. The result content is the WorldIR object
-itself; a copy is kept in plugin data `facts/turn-<n>` for audit.
+itself; a copy is kept in plugin data `facts/turn-<n>` for audit (the last 16 turns: writing turn n
+deletes turn n - 16, so the plugin's data stays bounded however long a session runs).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from plugins_app.toolkit import (
     INVALID_INPUT,
     PLUGIN_DATA,
+    PLUGIN_DATA_DELETE,
     ZH_CN,
     CallContext,
     Proposal,
@@ -31,6 +33,7 @@ from plugins_app.toolkit import (
 
 NAME = "submit-world-facts"
 NAMESPACE = "facts"
+TURNS_KEPT = 16
 INVENTORY_OPERATIONS = ("gain", "lose", "equip", "unequip")
 QUEST_STATUSES = ("accepted", "progressed", "completed", "failed")
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "world-ir.schema.json"
@@ -127,6 +130,8 @@ def _execute(args: dict[str, Any], ctx: CallContext) -> ToolResult:
     proposals = []
     if ctx.logical_turn is not None:
         proposals.append(Proposal(PLUGIN_DATA, {"namespace": NAMESPACE, "key": f"turn-{ctx.logical_turn}", "value": facts}))
+        if ctx.logical_turn > TURNS_KEPT:
+            proposals.append(Proposal(PLUGIN_DATA_DELETE, {"namespace": NAMESPACE, "key": f"turn-{ctx.logical_turn - TURNS_KEPT}"}))
     counts = [len(facts[k]) for k in ("entities", "relations", "events", "statements")]
     if instruction_locale_for(ctx.locale) == ZH_CN:
         summary = "事实已提交：实体 {}，关系 {}，事件 {}，陈述 {}。".format(*counts)

@@ -2,7 +2,8 @@
 
 Workers are ``celery -A covel worker`` subprocesses on the test database, consuming a queue private
 to this test run (tests/jobs/worker_settings.py routes turns and jobs there). The web side is the
-Django test client in this process.
+Django test client in this process. In tests/e2e (real processes): ``make e2e`` runs it in the
+hosted shape.
 """
 from __future__ import annotations
 
@@ -20,9 +21,9 @@ from django.conf import settings
 from jobs.models import RuntimeJob
 from tests.jobs.runtime_jobs_support import job_events, session_with_tally, tally_count, tally_plugin_install
 from tests.turns.test_actions_helpers import action_body, post_action, stream_read
-from tests.turns.test_actions_worker import _database_url
+from tests.turns.worker_support import _database_url
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.hosted_only]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.hosted_only, pytest.mark.e2e]
 
 WAIT_SECONDS = 60
 

@@ -1,5 +1,8 @@
 """POST /api/actions against a REAL Celery worker process (hosted shape: PostgreSQL + Redis).
 
+In tests/e2e (a real process: ``make e2e`` runs it in the hosted shape); the worker fixture is in
+tests/turns/worker_support.py.
+
 The worker is ``celery -A covel worker`` started as a subprocess on the test database, consuming a
 queue private to this test run so concurrent runs never take each other's tasks. The web side is
 the Django test client in this process: it writes the execution, enqueues through Redis and relays
@@ -8,86 +11,23 @@ frames from PostgreSQL and the Redis bus.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import threading
 import time
-import uuid
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.db import connections
 from django.test import Client
 
 from tests.turns.test_actions_helpers import action_body, post_action, session_make, stream_read
+from tests.turns.worker_support import WORKER_START_SECONDS, celery_worker_process  # noqa: F401 (fixture)
 from turns.models import Execution, ExecutionFrame
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     # A real Celery worker needs the broker and a shared database: collected only in the hosted run.
     pytest.mark.hosted_only,
+    pytest.mark.e2e,
 ]
-
-WORKER_START_SECONDS = 60
-
-
-def _database_url() -> str:
-    db = settings.DATABASES["default"]
-    auth = db.get("USER") or ""
-    if db.get("PASSWORD"):
-        auth += ":" + db["PASSWORD"]
-    host = db.get("HOST") or "127.0.0.1"
-    port = db.get("PORT") or 5432
-    return f"postgres://{auth}@{host}:{port}/{db['NAME']}"
-
-
-@pytest.fixture
-def celery_worker_process(settings):
-    """A real worker on a private ``turns`` queue; this process routes turn tasks to it."""
-    from covel.celery import app
-
-    queue = f"turns-test-{uuid.uuid4().hex[:8]}"
-    routes = {**app.conf.task_routes, "turns.*": {"queue": queue}}
-    old_routes = app.conf.task_routes
-    app.conf.task_routes = routes
-    app.amqp.flush_routes()
-    app.amqp.router = app.amqp.Router()
-    settings.COVEL_INPROCESS_WORKER = False
-    root = Path(__file__).resolve().parents[2]
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "covel.settings.hosted",
-        "DATABASE_URL": _database_url(),
-        "REDIS_URL": settings.REDIS_URL,
-        "COVEL_HOME": str(settings.COVEL_HOME),
-        "COVEL_INPROCESS_WORKER": "0",
-        "COVEL_JSON_LOGS": "0",
-        "COVEL_DB_CONN_MAX_AGE": "0",
-    }
-    log_path = Path(settings.COVEL_HOME) / f"{queue}.log"
-    log = open(log_path, "wb")
-    process = subprocess.Popen(
-        [str(Path(sys.executable).parent / "celery"), "-A", "covel", "worker", "-Q", queue, "--concurrency", "2",
-         "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "INFO"],
-        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    try:
-        yield process
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(5)
-        log.close()
-        app.conf.task_routes = old_routes
-        app.amqp.flush_routes()
-        app.amqp.router = app.amqp.Router()
-        if process.returncode not in (0, -signal.SIGTERM):
-            print(log_path.read_text(errors="replace")[-4000:])
 
 
 def _play(session_id: str, request_id: str, text: str, results: dict) -> None:
@@ -98,7 +38,7 @@ def _play(session_id: str, request_id: str, text: str, results: dict) -> None:
         connections.close_all()
 
 
-def test_turns_run_on_a_real_celery_worker_and_stream_back(celery_worker_process):
+def test_turns_run_on_a_real_celery_worker_and_stream_back(celery_worker_process):  # noqa: F811 (fixture)
     # given
     session = session_make(characters=[("hero", "Hero", "player")])
     results: dict = {}
@@ -125,7 +65,7 @@ def test_turns_run_on_a_real_celery_worker_and_stream_back(celery_worker_process
     assert all(o != first for o in owners[switch:])
 
 
-def test_status_reports_completed_after_the_worker_committed(celery_worker_process, api):
+def test_status_reports_completed_after_the_worker_committed(celery_worker_process, api):  # noqa: F811 (fixture)
     session = session_make(characters=[("hero", "Hero", "player")])
     results: dict = {}
     thread = threading.Thread(target=_play, args=(session.id, "req-status", "Hello", results))

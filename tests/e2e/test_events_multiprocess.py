@@ -2,7 +2,8 @@
 
 Hosted shape: the wake-up travels over Redis (the safety-net poll is set to a minute, so delivery
 within the test's timeout proves the bus). Embedded shape: there is no cross-process bus by design
-(spec 004 §多实例能力边界), so the servers find the events through the log poll.
+(spec 004 §多实例能力边界), so the servers find the events through the log poll. In tests/e2e (real
+processes): ``make e2e`` runs it in both shapes.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from django.conf import settings
 from tests.turns.events_support import Daphne, HttpSse, make_session, run_python, server_env
 from turns import event_stream
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 
 
 @pytest.fixture(autouse=True)

@@ -1,7 +1,8 @@
 """Approvals are shared by every process (hosted shape: PostgreSQL + Redis, REAL Celery workers).
 
 Decisions and revokes go through the web API in this process; the turn and the runtime job run in
-``celery worker`` subprocesses (the private-queue fixture of tests/jobs/test_runtime_jobs_worker.py).
+``celery worker`` subprocesses (the private-queue fixture of tests/e2e/test_runtime_jobs_worker.py).
+In tests/e2e (real processes): ``make e2e`` runs it in the hosted shape.
 The community plugin's marker files name the process that imported each module.
 """
 from __future__ import annotations
@@ -13,11 +14,11 @@ import pytest
 
 from jobs.models import RuntimeJob
 from plugins_app.models import PluginData
-from tests.jobs.test_runtime_jobs_worker import _wait_for, workers  # noqa: F401 (fixture)
+from tests.e2e.test_runtime_jobs_worker import _wait_for, workers  # noqa: F401 (fixture)
 from tests.sessions.lantern_support import lantern_install, lantern_uninstall, marks_clear, pid_marks
 from tests.turns.test_actions_helpers import action_body, post_action, session_make, stream_read
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.hosted_only]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.hosted_only, pytest.mark.e2e]
 
 
 @pytest.fixture(autouse=True)
