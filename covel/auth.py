@@ -66,7 +66,15 @@ def is_operator(request) -> bool:
     return any(hmac.compare_digest(t.encode(), expected.encode()) for t in request_tokens(request))
 
 
-def require_operator(request) -> None:
-    """In hosted tiers, raise 401 operator_token_required unless the operator token is presented."""
-    if owner_checks_enabled() and not is_operator(request):
+def require_operator(request, *, open_in_browser_private: bool = False) -> None:
+    """Raise 401 operator_token_required unless the operator token is presented, where the route
+    needs it: in the hosted tiers (demo, commercial), and in the browser-private profile even in the
+    self tier (spec 004 §生产 MemoryStore 例外: global world writes, dimension import, saving a
+    generated world, community code approval/activation, diagnostics incl. provider keys, model
+    database refresh, host configuration and media cleanup). Without a configured operator token
+    those routes stay closed there. ``open_in_browser_private``: the route is open to everyone in
+    that profile (creating and forking sessions, listing a provider's models)."""
+    if is_operator(request):
+        return
+    if owner_checks_enabled() or (browser_private() and not open_in_browser_private):
         raise Unauthorized(code="operator_token_required", message="Operator token required")

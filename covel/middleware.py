@@ -73,10 +73,13 @@ def _host_only(host: str) -> str:
 
 
 class HostCheckMiddleware(_BaseMiddleware):
-    """Self tier only: 403 host_not_allowed unless Host is loopback or in COVEL_ALLOWED_HOSTS."""
+    """Self tier only: 403 host_not_allowed unless Host is loopback or in COVEL_ALLOWED_HOSTS. The
+    browser-private profile is a public site: no Host check (spec 004 §生产 MemoryStore 例外)."""
 
     def check(self, request):
-        if settings.DEPLOYMENT_TIER != "self":
+        from covel.auth import browser_private
+
+        if settings.DEPLOYMENT_TIER != "self" or browser_private():
             return None
         host = _host_only(request.META.get("HTTP_HOST") or request.META.get("SERVER_NAME", ""))
         allowed = _LOOPBACK_HOSTS | {h.lower() for h in settings.COVEL_ALLOWED_HOSTS}

@@ -264,8 +264,12 @@ def _authorization(key: ProviderKey | None, url: str, *, is_request_supplied: bo
 
 
 def personal_shape() -> bool:
-    """True in the personal shape (tier ``self``): loopback and LAN are the player's own."""
-    return settings.DEPLOYMENT_TIER == "self"
+    """True in the personal shape (tier ``self``, not the browser-private profile): loopback and LAN
+    are the player's own. The browser-private profile is a public site: model addresses a request
+    supplies may not point at loopback or the LAN there (spec 004 §生产 MemoryStore 例外)."""
+    from covel.auth import browser_private
+
+    return settings.DEPLOYMENT_TIER == "self" and not browser_private()
 
 
 def _host_is_noncanonical_number(host: str) -> bool:

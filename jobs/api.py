@@ -34,8 +34,9 @@ def ping_model(request):
 @contract(ok=job_schemas.ProviderModelsOut, body=job_schemas.ProviderModelsIn, security=OPERATOR,
           errors=errors_merge(OPERATOR_ERRORS, {400: "invalid_request / invalid_provider_keys"}))
 def list_provider_models(request):
-    """200 {ok, models, baseUrl, protocol, error?, errorKind?}. Demo/commercial: operator token."""
-    require_operator(request)
+    """200 {ok, models, baseUrl, protocol, error?, errorKind?}. Demo/commercial: operator token
+    (open in the browser-private profile: visitors list models with their own keys)."""
+    require_operator(request, open_in_browser_private=True)
     return ai.models_list(request, request_json(request))
 
 

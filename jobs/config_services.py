@@ -15,7 +15,6 @@ import hashlib
 import os
 import re
 import shutil
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -501,16 +500,7 @@ def raw_file_put(request, name: str, body: Any) -> dict[str, Any]:
         if current is not None:
             backup = path.with_name(path.name + ".bak")
             shutil.copy2(path, backup)
-        handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(handle, "wb") as temp:
-                temp.write(encoded)
-                temp.flush()
-                os.fsync(temp.fileno())
-            os.replace(temp_name, path)
-        except BaseException:
-            Path(temp_name).unlink(missing_ok=True)
-            raise
+        desktop.atomic_write(path, encoded)
     out = raw_file_get(name)
     out["backup"] = str(backup) if backup else None
     # config.toml is read at start-up only: nothing to reload (applies "restart").

@@ -64,8 +64,9 @@ def list_sessions(request: HttpRequest):
          "invalid_session_id / lore override too long / plugin selection errors (missing-provider, ...)",
     404: "world_not_found", 409: "session_already_exists / world_deleting"}))
 def create_session(request: HttpRequest):
-    """Create a session; the response carries ``ownerToken`` once (hosted tiers: operator token)."""
-    require_operator(request)
+    """Create a session; the response carries ``ownerToken`` once (hosted tiers: operator token;
+    open to everyone in the browser-private profile)."""
+    require_operator(request, open_in_browser_private=True)
     data = request_json(request)
     unknown_fields_check(data, SessionIn)
     for name in ("plugins",):

@@ -39,7 +39,7 @@ def fork_scope(request: HttpRequest):
     then 401 session_owner_required without a valid token; then, in hosted tiers, the owner token
     alone is not enough: 401 operator_token_required."""
     session = session_scope(request)
-    require_operator(request)
+    require_operator(request, open_in_browser_private=True)  # the owner forks their own session there
     return session
 
 

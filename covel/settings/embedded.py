@@ -20,6 +20,11 @@ STORE_BACKEND = env_choice("STORE_BACKEND", "sqlite", ("sqlite", "memory", "pg")
 if STORE_BACKEND == "pg":
     raise ImproperlyConfigured("STORE_BACKEND=pg needs DATABASE_URL (postgres://user@host:5432/db).")
 if STORE_BACKEND == "memory":
+    # The browser-private profile is a public site without a Host check (spec 004 §生产 MemoryStore
+    # 例外): a host allow-list there is a configuration mistake, refused at start-up.
+    if env_str("COVEL_ALLOWED_HOSTS"):
+        raise ImproperlyConfigured("COVEL_ALLOWED_HOSTS cannot be set with STORE_BACKEND=memory: the browser-private "
+                                   "profile answers every Host (unset it, or use STORE_BACKEND=sqlite)")
     _sqlite_path = None
 else:
     _sqlite_path.parent.mkdir(parents=True, exist_ok=True)

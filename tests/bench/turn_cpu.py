@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -34,20 +33,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-SHAPES = {"embedded": "covel.settings.test", "hosted": "covel.settings.test_hosted"}
+from tests.bench.bench_support import SHAPES, bench_database  # noqa: E402
+
 TARGET_CPU_MS = 130
 WARMUP_TURNS = 3
 ANCHOR_ROUNDS = 200
-
-
-class _NoMigrations(dict):
-    """MIGRATION_MODULES that makes the test database from the models directly (faster setup)."""
-
-    def __contains__(self, item):
-        return True
-
-    def __getitem__(self, item):
-        return None
 
 
 def _pct(values: list[float], fraction: float) -> float:
@@ -103,27 +93,12 @@ def _anchor_frames(frames: list[list[bytes]]) -> list[float]:
 
 
 def run(shape: str, turns: int) -> None:
-    os.environ["DJANGO_SETTINGS_MODULE"] = SHAPES[shape]
-    import django
+    with bench_database(shape):
+        from django.test import Client
 
-    django.setup()
-    import logging
+        from covel import inprocess
+        from tests.bench.turn_overhead import _session_builtin
 
-    logging.disable(logging.INFO)
-    from django.conf import settings
-    from django.db import connection, connections
-    from django.test import Client
-    from django.test.utils import setup_test_environment
-
-    from covel import inprocess
-    from sessions.locks import lock_connections_close
-    from tests.bench.turn_overhead import _session_builtin
-
-    settings.MIGRATION_MODULES = _NoMigrations()
-    setup_test_environment()
-    connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
-    try:
-        settings.COVEL_INPROCESS_WORKER = True
         client = Client()
         session_id, headers = _session_builtin(client)
         inprocess.wait_idle()
@@ -147,10 +122,6 @@ def run(shape: str, turns: int) -> None:
               f"{'':9s} anchor one-row ORM transaction CPU median={tx:.3f}ms (turn = {cpu / tx:.0f}x) | "
               f"anchor json.dumps of the turn's frames CPU median={dumps:.3f}ms (turn = {cpu / dumps:.0f}x)",
               flush=True)
-    finally:
-        lock_connections_close()
-        connections.close_all()
-        connection.creation.destroy_test_db(settings.DATABASES["default"]["NAME"], verbosity=0)
 
 
 def main() -> None:

@@ -12,7 +12,6 @@ Run: .venv/bin/python tests/bench/turn_history.py [--shape embedded|hosted] [--t
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -21,34 +20,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-SHAPES = {"embedded": "covel.settings.test", "hosted": "covel.settings.test_hosted"}
+from tests.bench.bench_support import SHAPES, StatementRecorder, bench_database  # noqa: E402
+
 TARGET_RATIO = 1.1
 
 
 def run(shape: str, turns: int, window: int) -> None:
-    os.environ["DJANGO_SETTINGS_MODULE"] = SHAPES[shape]
-    import django
+    with bench_database(shape):
+        from django.test import Client
 
-    django.setup()
-    import logging
+        from covel import inprocess
+        from plugins_app.models import PluginData
+        from tests.bench.turn_overhead import _session_builtin, _turn
 
-    logging.disable(logging.INFO)
-    from django.conf import settings
-    from django.db import connection, connections
-    from django.test import Client
-    from django.test.utils import setup_test_environment
-
-    from covel import inprocess
-    from plugins_app.models import PluginData
-    from sessions.locks import lock_connections_close
-    from tests.bench.turn_overhead import _session_builtin, _turn
-    from tests.bench.turn_writes import StatementRecorder, _NoMigrations
-
-    settings.MIGRATION_MODULES = _NoMigrations()
-    setup_test_environment()
-    connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
-    try:
-        settings.COVEL_INPROCESS_WORKER = True
         client = Client()
         recorder = StatementRecorder()
         recorder.install()
@@ -78,10 +62,6 @@ def run(shape: str, turns: int, window: int) -> None:
               f"anchor: turns 0..{window} of the same session median={fresh_ms:.1f}ms statements={fresh_q:.0f} | "
               f"ratio {ratio:.2f}x (target <= {TARGET_RATIO}x: {'met' if ratio <= TARGET_RATIO else 'NOT met'}); "
               f"{rows} plugin-data rows; {turns - window} untimed turns in {played_s:.0f} s", flush=True)
-    finally:
-        lock_connections_close()
-        connections.close_all()
-        connection.creation.destroy_test_db(settings.DATABASES["default"]["NAME"], verbosity=0)
 
 
 def main() -> None:

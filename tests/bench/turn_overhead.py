@@ -34,7 +34,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -42,7 +41,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-SHAPES = {"embedded": "covel.settings.test", "hosted": "covel.settings.test_hosted"}
+from tests.bench.bench_support import SHAPES, NoMigrations, StatementRecorder  # noqa: E402
+
 TARGET_MS = {"embedded": 40, "hosted": 80}
 WARMUP_TURNS = 3
 BUILTIN_WORLD = "hollow-reach-light"
@@ -57,32 +57,6 @@ def pack_plugins(pack_id: str) -> list[str]:
 
     packs = yaml.safe_load((ROOT / "plugins_app" / "packs" / "builtin.yaml").read_text(encoding="utf-8"))
     return list(next(p for p in packs if p["id"] == pack_id)["requested"])
-
-
-class _QueryCounter:
-    """Counts SQL statements on every connection of this process (all threads)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._lock = threading.Lock()
-
-    def __call__(self, execute, sql, params, many, context):
-        with self._lock:
-            self.count += 1
-        return execute(sql, params, many, context)
-
-    def install(self) -> None:
-        from django.db import connections
-        from django.db.backends.signals import connection_created
-
-        def attach(sender, connection, **kwargs):
-            if self not in connection.execute_wrappers:
-                connection.execute_wrappers.append(self)
-
-        connection_created.connect(attach, weak=False)
-        for conn in connections.all():
-            if self not in conn.execute_wrappers:
-                conn.execute_wrappers.append(self)
 
 
 def _percentile(values: list[float], fraction: float) -> float:
@@ -218,14 +192,7 @@ def run_shape(shape: str, turns: int, plugin_sets: tuple[str, ...] = PLUGIN_SETS
     django.setup()
     from django.conf import settings
 
-    class _NoMigrations(dict):
-        def __contains__(self, item):
-            return True
-
-        def __getitem__(self, item):
-            return None
-
-    settings.MIGRATION_MODULES = _NoMigrations()
+    settings.MIGRATION_MODULES = NoMigrations()
     import logging
 
     logging.disable(logging.INFO)
@@ -240,7 +207,7 @@ def run_shape(shape: str, turns: int, plugin_sets: tuple[str, ...] = PLUGIN_SETS
     worker = None
     try:
         client = Client()
-        counter = _QueryCounter()
+        counter = StatementRecorder()
         counter.install()
         from covel.celery import app
 

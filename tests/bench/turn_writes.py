@@ -20,68 +20,19 @@ Run: .venv/bin/python tests/bench/turn_writes.py [--shape embedded|hosted] [--tu
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sqlite3
 import statistics
 import sys
-import threading
 import time
-import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-SHAPES = {"embedded": "covel.settings.test", "hosted": "covel.settings.test_hosted"}
+from tests.bench.bench_support import SHAPES, StatementRecorder, bench_database  # noqa: E402
+
 TARGET_RATIO = {"embedded": 5.0, "hosted": 2.0}
-WRITE_VERBS = ("INSERT", "UPDATE", "DELETE")
-
-
-class StatementRecorder:
-    """Counts every statement of this process and keeps the writing ones with their parameters
-    (an execute wrapper on every connection, all threads)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.count = 0
-        self.writes: list[tuple[str, object, bool]] = []
-
-    def __call__(self, execute, sql, params, many, context):
-        with self._lock:
-            self.count += 1
-            if sql.lstrip().upper().startswith(WRITE_VERBS):
-                self.writes.append((sql, params, many))
-        return execute(sql, params, many, context)
-
-    def install(self) -> None:
-        from django.db import connections
-        from django.db.backends.signals import connection_created
-
-        def attach(sender, connection, **kwargs):
-            if self not in connection.execute_wrappers:
-                connection.execute_wrappers.append(self)
-
-        connection_created.connect(attach, weak=False)
-        for conn in connections.all():
-            if self not in conn.execute_wrappers:
-                conn.execute_wrappers.append(self)
-
-    def take(self) -> tuple[int, list[tuple[str, object, bool]]]:
-        with self._lock:
-            out = self.count, self.writes
-            self.count, self.writes = 0, []
-            return out
-
-
-class _NoMigrations(dict):
-    """MIGRATION_MODULES that makes the test database from the models directly (faster setup)."""
-
-    def __contains__(self, item):
-        return True
-
-    def __getitem__(self, item):
-        return None
 
 
 def _replay_sqlite(path: str, writes) -> float:
@@ -118,79 +69,66 @@ def _replay_pg(dsn: str, writes) -> float:
 
 
 def run(shape: str, turns: int) -> None:
-    os.environ["DJANGO_SETTINGS_MODULE"] = SHAPES[shape]
-    import django
+    with bench_database(shape) as settings:
+        from django.db import connections
+        from django.test import Client
 
-    django.setup()
-    import logging
+        from covel import inprocess
+        from sessions.locks import lock_connections_close
+        from tests.bench.turn_overhead import _session_builtin, _turn
 
-    logging.disable(logging.INFO)
-    from django.conf import settings
-    from django.db import connection, connections
-    from django.test import Client
-    from django.test.utils import setup_test_environment
+        db = settings.DATABASES["default"]
+        copy_name = f"{db['NAME']}_replay"
+        try:
+            client = Client()
+            recorder = StatementRecorder(keep_writes=True)
+            recorder.install()
+            session_id, headers = _session_builtin(client)
+            for n in range(3):
+                _turn(client, session_id, n, headers)
+            inprocess.wait_idle()
+            turn_ms, replay_ms, counts, write_counts = [], [], [], []
+            for n in range(turns):
+                # The copy: the database as it is before this turn.
+                lock_connections_close()
+                connections.close_all()
+                if shape == "embedded":
+                    shutil.copyfile(db["NAME"], db["NAME"] + ".replay")
+                else:
+                    import psycopg
 
-    from covel import inprocess
-    from sessions.locks import lock_connections_close
-    from tests.bench.turn_overhead import _session_builtin, _turn
-
-    settings.MIGRATION_MODULES = _NoMigrations()
-    setup_test_environment()
-    connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
-    db = settings.DATABASES["default"]
-    copy_name = f"{db['NAME']}_replay"
-    try:
-        settings.COVEL_INPROCESS_WORKER = True
-        client = Client()
-        recorder = StatementRecorder()
-        recorder.install()
-        session_id, headers = _session_builtin(client)
-        for n in range(3):
-            _turn(client, session_id, n, headers)
-        inprocess.wait_idle()
-        turn_ms, replay_ms, counts, write_counts = [], [], [], []
-        for n in range(turns):
-            # The copy: the database as it is before this turn.
+                    with psycopg.connect(_dsn(db, "postgres"), autocommit=True) as admin:
+                        admin.execute(f'DROP DATABASE IF EXISTS "{copy_name}"')
+                        admin.execute(f'CREATE DATABASE "{copy_name}" TEMPLATE "{db["NAME"]}"')
+                recorder.take()
+                elapsed, _frame = _turn(client, session_id, 100 + n, headers)
+                inprocess.wait_idle()
+                count, writes = recorder.take()
+                turn_ms.append(elapsed)
+                counts.append(count)
+                write_counts.append(len(writes))
+                if shape == "embedded":
+                    replay_ms.append(_replay_sqlite(db["NAME"] + ".replay", writes) * 1000)
+                else:
+                    replay_ms.append(_replay_pg(_dsn(db, copy_name), writes) * 1000)
+            turn_median, replay_median = statistics.median(turn_ms), statistics.median(replay_ms)
+            ratio = turn_median / replay_median if replay_median else float("inf")
+            p95 = sorted(turn_ms)[min(len(turn_ms) - 1, round(0.95 * (len(turn_ms) - 1)))]
+            print(f"{shape:9s} full-game turn median={turn_median:.1f}ms p95={p95:.1f}ms "
+                  f"statements/turn={statistics.median(counts):.0f} (writes {statistics.median(write_counts):.0f}) | "
+                  f"anchor: its writes replayed in one bare transaction median={replay_median:.2f}ms | "
+                  f"ratio {ratio:.1f}x (target <= {TARGET_RATIO[shape]:.0f}x: {'met' if ratio <= TARGET_RATIO[shape] else 'NOT met'})",
+                  flush=True)
+        finally:
             lock_connections_close()
             connections.close_all()
             if shape == "embedded":
-                shutil.copyfile(db["NAME"], db["NAME"] + ".replay")
+                Path(db["NAME"] + ".replay").unlink(missing_ok=True)
             else:
                 import psycopg
 
                 with psycopg.connect(_dsn(db, "postgres"), autocommit=True) as admin:
                     admin.execute(f'DROP DATABASE IF EXISTS "{copy_name}"')
-                    admin.execute(f'CREATE DATABASE "{copy_name}" TEMPLATE "{db["NAME"]}"')
-            recorder.take()
-            elapsed, _frame = _turn(client, session_id, 100 + n, headers)
-            inprocess.wait_idle()
-            count, writes = recorder.take()
-            turn_ms.append(elapsed)
-            counts.append(count)
-            write_counts.append(len(writes))
-            if shape == "embedded":
-                replay_ms.append(_replay_sqlite(db["NAME"] + ".replay", writes) * 1000)
-            else:
-                replay_ms.append(_replay_pg(_dsn(db, copy_name), writes) * 1000)
-        turn_median, replay_median = statistics.median(turn_ms), statistics.median(replay_ms)
-        ratio = turn_median / replay_median if replay_median else float("inf")
-        p95 = sorted(turn_ms)[min(len(turn_ms) - 1, round(0.95 * (len(turn_ms) - 1)))]
-        print(f"{shape:9s} full-game turn median={turn_median:.1f}ms p95={p95:.1f}ms "
-              f"statements/turn={statistics.median(counts):.0f} (writes {statistics.median(write_counts):.0f}) | "
-              f"anchor: its writes replayed in one bare transaction median={replay_median:.2f}ms | "
-              f"ratio {ratio:.1f}x (target <= {TARGET_RATIO[shape]:.0f}x: {'met' if ratio <= TARGET_RATIO[shape] else 'NOT met'})",
-              flush=True)
-    finally:
-        lock_connections_close()
-        connections.close_all()
-        if shape == "embedded":
-            Path(db["NAME"] + ".replay").unlink(missing_ok=True)
-        else:
-            import psycopg
-
-            with psycopg.connect(_dsn(db, "postgres"), autocommit=True) as admin:
-                admin.execute(f'DROP DATABASE IF EXISTS "{copy_name}"')
-        connection.creation.destroy_test_db(db["NAME"], verbosity=0)
 
 
 def _dsn(db: dict, name: str) -> str:

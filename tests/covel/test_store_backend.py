@@ -55,3 +55,10 @@ def test_memory_store_is_migrated_in_process_memory(tmp_path):
 def test_bad_store_backend_refuses_to_start(tmp_path, value, message):
     done = _start(tmp_path, STORE_BACKEND=value, DJANGO_SETTINGS_MODULE="covel.settings.embedded")
     assert done.returncode != 0 and message in done.stderr
+
+
+def test_memory_store_with_a_host_allow_list_refuses_to_start(tmp_path):
+    # the browser-private profile answers every Host (spec 004 §生产 MemoryStore 例外)
+    done = _start(tmp_path, STORE_BACKEND="memory", COVEL_ALLOWED_HOSTS="play.example.org",
+                  DJANGO_SETTINGS_MODULE="covel.settings.embedded")
+    assert done.returncode != 0 and "COVEL_ALLOWED_HOSTS cannot be set with STORE_BACKEND=memory" in done.stderr

@@ -481,3 +481,51 @@ def test_owner_incarnation_and_deletion_are_checked_again_under_the_lock(memory,
     _error(result["response"], status, code)
     # nothing of the upload was taken: the process still holds the head of the first export
     assert browser_workspace._workspaces[sid].head == checkpoint["head"]
+
+
+# --- spec 004 §生产 MemoryStore 例外: the public site's operator routes, Host check and model addresses
+
+def test_browser_private_operator_routes_need_the_operator_token_even_in_the_self_tier(client, memory):
+    memory.DEPLOYMENT_TIER = "self"
+    memory.COVEL_OPERATOR_TOKEN = ""
+    # anyone may create a session, and list a provider's models with their own keys
+    sid, owner = _create(client)
+    assert sid
+    # without a configured operator token the operator routes stay closed
+    for method, path in (("get", "/api/provider-keys"), ("post", "/api/model-db/refresh"), ("post", "/api/llm-config/reload")):
+        response = getattr(client, method)(path, content_type=JSON)
+        assert response.status_code == 401 and response.json()["code"] == "operator_token_required", (path, response.content)
+    # with one, only its holder passes
+    memory.COVEL_OPERATOR_TOKEN = "op-secret-123"
+    assert client.get("/api/provider-keys").json()["code"] == "operator_token_required"
+    assert client.get("/api/provider-keys", HTTP_AUTHORIZATION="Bearer op-secret-123").status_code == 200
+
+
+def _ping_own_preset(client, base_url: str) -> dict:
+    from tests.covel.test_model_relay import slot_config
+
+    response = client.post("/api/ai/ping", {"modelRef": "my-ollama"}, content_type=JSON, HTTP_X_SLOT_CONFIG=slot_config(base_url))
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def test_browser_private_has_no_host_check_and_refuses_private_model_addresses(client, memory):
+    from tests.covel.outbound_support import Listener
+
+    memory.DEPLOYMENT_TIER = "self"
+    # a public site answers its own host name
+    assert client.get("/api/health", HTTP_HOST="play.example.org").status_code == 200
+    # and a visitor's model address may not point at this machine: the loopback model is never reached
+    with Listener() as model:
+        answer = _ping_own_preset(client, model.base_url)
+        assert answer["ok"] is False and not model.requests, answer
+        # the same preset on a personal server is the player's own machine: it is reached
+        memory.STORE_BACKEND = "sqlite"
+        _ping_own_preset(client, model.base_url)
+        assert model.requests
+
+
+def test_a_personal_server_keeps_its_host_check(client, settings):
+    settings.DEPLOYMENT_TIER = "self"
+    response = client.get("/api/health", HTTP_HOST="play.example.org")
+    assert response.status_code == 403 and response.json()["code"] == "host_not_allowed"
