@@ -99,6 +99,15 @@ DESKTOP_ERRORS = {403: "desktop_rest_disabled: not in desktop mode (COVEL_DESKTO
                   401: "desktop_rest_token_invalid: COVEL_DESKTOP_REST_TOKEN set and not sent as Bearer"}
 
 
+def _desktop_body(request, schema) -> dict:
+    """A desktop write route's gate and body: desktop_authorize, then the JSON body without
+    undeclared fields (400 invalid_request)."""
+    desktop_services.desktop_authorize(request)
+    body = request_json(request)
+    unknown_fields_check(body, schema)
+    return body
+
+
 @router.get("/config/keys")
 @contract(ok=schemas.ConfigKeysOut, security=OPERATOR, errors=DESKTOP_ERRORS)
 def list_config_keys(request):
@@ -129,9 +138,7 @@ def get_desktop_settings(request):
           errors=errors_merge(DESKTOP_ERRORS, {400: "invalid_settings_body: not {entries: object}"}))
 def update_desktop_settings(request):
     """Desktop only: merge {entries} (null removes a key) into settings.json, written atomically."""
-    desktop_services.desktop_authorize(request)
-    body = request_json(request)
-    unknown_fields_check(body, schemas.DesktopSettingsIn)
+    body = _desktop_body(request, schemas.DesktopSettingsIn)
     return desktop_services.config_settings_update(body)
 
 
@@ -148,9 +155,7 @@ def get_proxy(request):
           errors=errors_merge(DESKTOP_ERRORS, {400: "invalid_proxy_config: bad mode or url (the diagnosis in error)"}))
 def update_proxy(request):
     """Desktop only: prepare the transport, write proxy.json atomically, apply it."""
-    desktop_services.desktop_authorize(request)
-    body = request_json(request)
-    unknown_fields_check(body, schemas.ProxyIn)
+    body = _desktop_body(request, schemas.ProxyIn)
     return desktop_services.config_proxy_update(body)
 
 
@@ -168,9 +173,7 @@ def get_latest_app_update(request):
           errors=errors_merge(DESKTOP_ERRORS, {400: "invalid_data_root"}))
 def update_data_root(request):
     """Desktop only: rewrite config.toml's data_root line; applies after a restart."""
-    desktop_services.desktop_authorize(request)
-    body = request_json(request)
-    unknown_fields_check(body, schemas.DataRootIn)
+    body = _desktop_body(request, schemas.DataRootIn)
     return desktop_services.data_root_update(body)
 
 

@@ -19,7 +19,9 @@ from tests.turns.events_support import Daphne, HttpSse, make_session, server_env
 from turns import event_stream
 
 pytestmark = pytest.mark.django_db(transaction=True)
-hosted_only = pytest.mark.skipif(settings.STORE_BACKEND != "pg", reason="per-deployment counts need Redis (hosted)")
+# Per-deployment counts live in Redis: these run in the hosted half only (deselected, not skipped, in the
+# SQLite half; tests/conftest.py).
+hosted_only = pytest.mark.hosted_only
 
 
 def _open(server: Daphne, session_id: str) -> HttpSse:
@@ -90,8 +92,7 @@ def _settled(baseline: int) -> None:
 def two_servers(django_db_setup):
     """Two web processes of one deployment: one stream per session, and room for 3 more streams
     in the whole deployment than it held when they started. The kill test runs last."""
-    if settings.STORE_BACKEND != "pg":
-        pytest.skip("per-deployment counts need Redis (hosted)")
+    assert settings.STORE_BACKEND == "pg", "only the hosted_only tests use two servers"
     baseline = _live_slots()
     env = server_env(COVEL_SSE_MAX_CONNECTIONS_PER_SESSION="1", COVEL_SSE_MAX_CONNECTIONS=str(baseline + 3),
                      COVEL_SSE_SLOT_LEASE_SECONDS="3", COVEL_SSE_KEEPALIVE_SECONDS="1", RATE_LIMIT_RPM="1000")
@@ -161,8 +162,8 @@ def test_the_slots_of_a_killed_web_process_free_themselves_when_their_leases_run
                 if m.decode().startswith(f"{a.proc.pid}:")]
 
 
-@pytest.mark.skipif(settings.STORE_BACKEND == "pg", reason="the embedded shape counts in its one process")
-def test_embedded_caps_count_in_the_one_process(client, settings):
+def test_a_slot_held_elsewhere_counts_against_the_session_cap(client, settings):
+    # embedded: the process's own counts; hosted: the deployment's Redis registry
     settings.COVEL_SSE_MAX_CONNECTIONS_PER_SESSION = 1
     session = make_session()
     slot = event_stream.connection_registry.acquire(session.pk)

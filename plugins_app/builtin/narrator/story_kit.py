@@ -325,11 +325,13 @@ def confirmed_leads(narrative: str, ledger: dict[str, Any], zh: bool) -> list[st
 
 
 def ledger_of(dimensions: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-    """The first clue-ledger dimension (a map of {lead, status, note}) and its value."""
+    """The first clue-ledger dimension (a map of {lead, status, note}) and its value, its records in
+    key order: PostgreSQL's jsonb does not keep an object's key order and SQLite's JSON does, so
+    the story must not depend on it (the same seed tells the same story on both shapes)."""
     for dim in dimensions or []:
         value = dim.get("value")
         if isinstance(value, dict) and any(isinstance(v, dict) and isinstance(v.get("lead"), str) for v in value.values()):
-            return dim, value
+            return dim, dict(sorted(value.items()))
     return None, {}
 
 
