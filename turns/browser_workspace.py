@@ -70,6 +70,7 @@ from sessions.models import (
 from sessions.world_data_import import RECEIVERS_KEY
 from turns import snapshots
 from turns.engine.ports import memory_index_changed, runtime_jobs_unfinished_count
+from turns.engine.trace import trace_step_summary
 from turns.errors import SessionIncarnationChanged
 from turns.events import TOPIC_SYSTEM, TYPE_RESET, NewEvent, session_events_append
 from turns.models import InteractionRecord, Suspension, TraceEvent, TurnResult
@@ -565,7 +566,8 @@ def _rows_replace(session: Session, checkpoint: dict[str, Any]) -> None:
     TraceEvent.objects.filter(session=session).delete()
     TraceEvent.objects.bulk_create([
         TraceEvent(session=session, trace_id=e["traceId"], turn_id=e.get("turnId") or "", seq=e["seq"], type=e["type"],
-                   plugin_id=e.get("pluginId") or "", runtime_id=e.get("runtimeId") or "", payload=e.get("payload") or {})
+                   plugin_id=e.get("pluginId") or "", runtime_id=e.get("runtimeId") or "", payload=e.get("payload") or {},
+                   summary=trace_step_summary(e["type"], e.get("payload")))
         for e in checkpoint.get("traces") or []
     ])
     Suspension.objects.filter(session=session).delete()

@@ -108,6 +108,9 @@ class TraceEvent(models.Model):
     plugin_id = models.CharField(max_length=128, blank=True, default="")
     runtime_id = models.CharField(max_length=160, blank=True, default="")
     payload = models.JSONField(default=dict)
+    # turns.engine.trace.trace_step_summary(type, payload), written with the row: what the session
+    # view lists of the event. Null on rows written before it existed (the view then reads the payload).
+    summary = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -40,16 +40,26 @@ def trace_cursor_decode(cursor: str) -> int:
         raise InvalidCursor() from None
 
 
-def _diagnostic(event: TraceEvent) -> dict[str, Any]:
-    payload = event.payload if isinstance(event.payload, dict) else {}
-    out: dict[str, Any] = {"displayType": event.type}
+def trace_diagnostic(event: TraceEvent) -> dict[str, Any]:
+    """The ``diagnostic`` summary of a trace event (spec 004 §Trace 调试); see trace_summary."""
+    return trace_summary(event.type, event.payload, event.runtime_id, event.plugin_id)
+
+
+def trace_summary(event_type: str, payload: Any, runtime_id: str | None, plugin_id: str | None) -> dict[str, Any]:
+    """The ``diagnostic`` of one trace event from its type, payload and row columns: displayType and
+    severity always; runtimeId, pluginId, stage, operation, provider, model, slot, attempt,
+    durationMs, startedAt, tool from the payload's top level (the row's runtime/plugin columns when
+    the payload has none); error {message, ...} or warning (a runtime warning, or {code: "slow",
+    thresholdMs: 1000} for a call of 1000 ms or more); prompt when the payload carries its messages."""
+    payload = payload if isinstance(payload, dict) else {}
+    out: dict[str, Any] = {"displayType": event_type}
     for key in _DIAGNOSTIC_KEYS:
         if key in payload:
             out[key] = payload[key]
-    if event.runtime_id and "runtimeId" not in out:
-        out["runtimeId"] = event.runtime_id
-    if event.plugin_id and "pluginId" not in out:
-        out["pluginId"] = event.plugin_id
+    if runtime_id and "runtimeId" not in out:
+        out["runtimeId"] = runtime_id
+    if plugin_id and "pluginId" not in out:
+        out["pluginId"] = plugin_id
     severity = "info"
     error = payload.get("error")
     if error:
@@ -74,7 +84,7 @@ def trace_event_out(event: TraceEvent, order: int) -> dict[str, Any]:
     return {
         "id": str(event.id), "type": event.type, "requestId": request_id if isinstance(request_id, str) else "",
         "traceId": event.trace_id, "sessionId": event.session_id, "turnId": event.turn_id, "flowId": event.trace_id,
-        "seq": event.seq, "eventOrder": order, "timestamp": iso(event.created_at), "diagnostic": _diagnostic(event),
+        "seq": event.seq, "eventOrder": order, "timestamp": iso(event.created_at), "diagnostic": trace_diagnostic(event),
         "payload": event.payload,
     }
 

@@ -171,12 +171,22 @@ def prompt_digest(messages: Any) -> str:
     return hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()[:16]
 
 
-def _row_payload(record: TraceRecord) -> dict[str, Any]:
-    # llm.calling rows also keep their prompt's digest, so the view can name the prompt without
-    # reading it (turns.selectors_view). A copy: the frame of the same event shares the dict.
-    if record.type == LLM_CALLING and isinstance(record.payload.get("messages"), list):
-        return {**record.payload, "promptDigest": prompt_digest(record.payload["messages"])}
-    return record.payload
+# What the session view shows of a trace event (turns.selectors_view): the payload's top-level
+# summary fields, kept beside the payload in the row's ``summary`` column, so a view reads ~100
+# bytes a row and never the payload (an llm.calling payload holds a whole prompt).
+STEP_FIELDS = ("runtimeId", "pluginId", "stage", "operation", "provider", "model", "slot", "attempt",
+               "durationMs", "startedAt", "tool", "error", "warning")
+
+
+def trace_step_summary(event_type: str, payload: Any) -> dict[str, Any]:
+    """A trace row's ``summary``: the STEP_FIELDS the payload has at its top level and, for
+    llm.calling, ``messageCount`` and ``promptDigest`` (prompt_digest) of its ``messages``."""
+    payload = payload if isinstance(payload, dict) else {}
+    out = {key: payload[key] for key in STEP_FIELDS if key in payload}
+    if event_type == LLM_CALLING and isinstance(payload.get("messages"), list):
+        out["messageCount"] = len(payload["messages"])
+        out["promptDigest"] = prompt_digest(payload["messages"])
+    return out
 
 
 def trace_rows_write(session_id: str, trace_id: str, records: list[TraceRecord]) -> None:
@@ -187,6 +197,7 @@ def trace_rows_write(session_id: str, trace_id: str, records: list[TraceRecord])
         return
     TraceEvent.objects.bulk_create([
         TraceEvent(session_id=session_id, trace_id=trace_id, turn_id=r.turn_id, seq=r.seq, type=r.type,
-                   plugin_id=r.plugin_id, runtime_id=r.runtime_id, payload=_row_payload(r))
+                   plugin_id=r.plugin_id, runtime_id=r.runtime_id, payload=r.payload,
+                   summary=trace_step_summary(r.type, r.payload))
         for r in records
     ])

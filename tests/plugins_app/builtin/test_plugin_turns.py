@@ -149,10 +149,30 @@ def test_the_view_lists_model_calls_without_their_prompts(client, yanhui):
     calls = [e for e in view["executionSteps"] if e["type"] == "llm.calling"]
     traces = get_json(client, yanhui, f"/api/traces/{yanhui.id}")
     full = {e["id"]: e for e in traces["events"] if e["type"] == "llm.calling"}
-    assert calls and all("messages" not in c["payload"] for c in calls)
+    assert calls and all("messages" not in c and "payload" not in c for c in calls)
     for call in calls:
         prompt = full[call["id"]]["payload"]["messages"]  # the trace route keeps the whole prompt
-        assert call["payload"]["messageCount"] == len(prompt) > 0 and len(call["payload"]["promptDigest"]) == 16
+        assert call["messageCount"] == len(prompt) > 0 and len(call["promptDigest"]) == 16
+
+
+def test_view_steps_summarise_the_latest_trace_events_and_the_trace_route_keeps_their_payloads(client, yanhui):
+    view = get_json(client, yanhui, f"/api/sessions/{yanhui.id}/view")
+    traces = {e["id"]: e for e in get_json(client, yanhui, f"/api/traces/{yanhui.id}")["events"]}
+    steps = view["executionSteps"]
+    assert steps and [s["id"] for s in steps] == sorted((s["id"] for s in steps), key=int)
+    assert {s["type"] for s in steps} >= {"runtime.started", "runtime.completed", "llm.calling", "llm.responded"}
+    for step in steps:
+        event = traces[step["id"]]
+        diagnostic = event["diagnostic"]
+        assert (step["type"], step["turnId"], step["timestamp"]) == (event["type"], event["turnId"], event["timestamp"])
+        for key in ("runtimeId", "stage", "tool", "durationMs", "provider", "slot", "error", "warning"):
+            if diagnostic.get(key) not in (None, ""):
+                assert step[key] == diagnostic[key], (key, step, diagnostic)
+        # pluginId is left out only where the runtimeId names it
+        if "pluginId" in diagnostic and "pluginId" not in step:
+            assert step["runtimeId"] == diagnostic["pluginId"] or step["runtimeId"].startswith(diagnostic["pluginId"] + "/")
+        assert step.get("severity", "info") == diagnostic["severity"]
+        assert "payload" not in step and "input" not in step and "output" not in step
 
 
 def test_story_messages_carry_narration_segments(client, yanhui):
@@ -165,3 +185,13 @@ def test_story_messages_carry_narration_segments(client, yanhui):
     view = get_json(client, yanhui, f"/api/sessions/{yanhui.id}/view")["messages"]
     assert [m["segments"] for m in view if m.get("kind") == "story"] == [m["segments"] for m in stories][-len(
         [m for m in view if m.get("kind") == "story"]):]
+
+
+def test_a_trace_row_written_before_summaries_is_summarised_from_its_payload(client, yanhui):
+    from turns.models import TraceEvent
+
+    before = {s["id"]: s for s in get_json(client, yanhui, f"/api/sessions/{yanhui.id}/view")["executionSteps"]}
+    # rows as an older server wrote them: no summary column, the digest (if any) inside the payload
+    TraceEvent.objects.filter(session_id=yanhui.id).update(summary=None)
+    after = {s["id"]: s for s in get_json(client, yanhui, f"/api/sessions/{yanhui.id}/view")["executionSteps"]}
+    assert after == before and any(s["type"] == "llm.calling" for s in after.values())
