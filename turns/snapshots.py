@@ -190,25 +190,50 @@ def _suspensions_capture(session: Session) -> list[dict[str, Any]]:
     ]
 
 
-def _boundary_capture(session: Session) -> dict[str, Any] | None:
-    last = ChatMessage.objects.filter(session=session).order_by("-id").first()
-    if last is None:
+def _marks_capture(session: Session) -> dict[str, Any]:
+    """The payload's single values, read in ONE statement (scalar subqueries on the session row;
+    they were five round trips per turn's auto snapshot): the character schema, the last turn
+    message id, the last committed turn id, and the chat boundary (last message and count)."""
+    from django.db.models import Count, IntegerField, JSONField, OuterRef, Subquery
+
+    def latest(model, field: str, **filters):
+        return Subquery(model.objects.filter(session=OuterRef("pk"), **filters).order_by("-id").values(field)[:1])
+
+    chat_count = (ChatMessage.objects.filter(session=OuterRef("pk")).order_by().values("session")
+                  .annotate(n=Count("id")).values("n"))
+    return Session.objects.filter(pk=session.pk).values(
+        schema=Subquery(CharacterSchema.objects.filter(session=OuterRef("pk")).order_by("id").values("schema")[:1],
+                        output_field=JSONField()),
+        last_turn_message=latest(TurnMessage, "id"),
+        last_turn=latest(TurnResult, "turn_id", committed=True),
+        last_chat_id=latest(ChatMessage, "message_id"),
+        last_chat_at=latest(ChatMessage, "created_at"),
+        chat_count=Subquery(chat_count, output_field=IntegerField()),
+    ).get()
+
+
+def _boundary_capture(marks: dict[str, Any]) -> dict[str, Any] | None:
+    if marks["last_chat_id"] is None:
         return None
-    count = ChatMessage.objects.filter(session=session, id__lte=last.id).count()
-    return {"lastMessageId": last.message_id, "createdAt": last.created_at.isoformat(), "count": count}
+    created = marks["last_chat_at"]
+    if isinstance(created, str):  # a subquery's datetime comes back as text on SQLite
+        from django.utils.dateparse import parse_datetime
+        from datetime import timezone as _tz
+
+        created = parse_datetime(created).replace(tzinfo=_tz.utc)
+    return {"lastMessageId": marks["last_chat_id"], "createdAt": created.isoformat(), "count": marks["chat_count"] or 0}
 
 
 def _payload_capture(session: Session) -> dict[str, Any]:
     """The complete stored payload of ``session`` as it is now (caller holds the lock)."""
-    schema = CharacterSchema.objects.filter(session=session).first()
-    last_turn_message = TurnMessage.objects.filter(session=session).order_by("-id").values_list("id", flat=True).first()
-    last_turn = TurnResult.objects.filter(session=session, committed=True).order_by("-id").values_list("turn_id", flat=True).first()
+    marks = _marks_capture(session)
+    last_turn_message, last_turn = marks["last_turn_message"], marks["last_turn"]
     return {
         "schemaVersion": SCHEMA_VERSION,
         "turnId": last_turn,
         "session": _session_capture(session),
         "characters": _characters_capture(session),
-        "characterSchema": schema.schema if schema else None,
+        "characterSchema": marks["schema"],
         "lorebookEntries": _lorebook_capture(session),
         "dimensions": [
             {"id": d.dimension_id, "definition": d.definition, "value": d.value, "version": d.version}
@@ -221,7 +246,7 @@ def _payload_capture(session: Session) -> dict[str, Any]:
         "sessionSummaries": [],
         "compactedMessageSummaryIds": {},
         "messagesCursor": str(last_turn_message) if last_turn_message is not None else None,
-        "displayMessagesBoundary": _boundary_capture(session),
+        "displayMessagesBoundary": _boundary_capture(marks),
     }
 
 

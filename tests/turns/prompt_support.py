@@ -20,3 +20,13 @@ def runtime_prompt(session_id: str, runtime_id: str) -> list[dict]:
     prompts = runtime_prompts(session_id, runtime_id)
     assert prompts, f"{runtime_id} made no model call in session {session_id}"
     return prompts[-1]
+
+
+def model_calls_of(session_id: str, *, turn_ids: set[str] | None = None) -> list[dict]:
+    """The llm.calling trace payloads (prompt included, ``messages``) of the session, oldest first;
+    with ``turn_ids``, of those turns only. The action stream's llm.calling frames name the prompt
+    by ``messageCount`` / ``promptDigest`` and do not carry it."""
+    rows = TraceEvent.objects.filter(session_id=session_id, type="llm.calling")
+    if turn_ids is not None:
+        rows = rows.filter(turn_id__in=turn_ids)
+    return [row.payload for row in rows.order_by("id")]

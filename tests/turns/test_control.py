@@ -23,7 +23,7 @@ from sessions.models import ChatMessage, Session, TurnMessage
 from tests.turns.test_actions_helpers import action_body, post_action, session_make, stream_read
 from tests.turns.worker_support import WORKER_START_SECONDS, celery_worker_process  # noqa: F401 (fixture)
 from sessions.locks import session_lock
-from tests.turns.prompt_support import runtime_prompt
+from tests.turns.prompt_support import model_calls_of, runtime_prompt
 from turns.models import Execution, ExecutionFrame, TraceEvent, TurnResult
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -206,7 +206,7 @@ def _assert_steer_merged_and_saved(session: Session, frames: list[dict], message
     committed turn saved it (chat record + prompt history) between the player input and the prose."""
     assert frames[-1]["type"] == "execution.completed" and frames[-1]["payload"]["committed"] is True
     model_facing = f"[steer] {message}"
-    calls = [f["payload"] for f in frames if f["type"] == "llm.calling"]
+    calls = model_calls_of(session.id, turn_ids={f.get("turnId") for f in frames if f.get("turnId")})
     steered = [c for c in calls if {"role": "user", "content": model_facing} in c["messages"]]
     assert steered and steered[0]["step"] >= 2  # it arrived while step 1 streamed
     applied = TraceEvent.objects.get(session=session, type="steer.applied")

@@ -42,7 +42,6 @@ from turns.engine.prompt import (
     template_values,
     character_line,
     character_roster_blocks,
-    dimension_rules_load,
     dimension_rules_text,
     DIMENSION_RULES_PLACEHOLDER,
     LORE_BUDGET_CHARS,
@@ -518,9 +517,9 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
         definitions.append(runtime_tools[SEARCH_TOOLS].definition())
         listed.append(SEARCH_TOOLS)
         authorized.add(SEARCH_TOOLS)
-    # Rules are private to the dimension provider: read (one query) only for a runtime whose
-    # prompt places {{ world.dimensionRules }} (world-init/dimension-tracker).
-    rules = dimension_rules_load(env.snapshot.session_id) if DIMENSION_RULES_PLACEHOLDER in prompt_source(env, runtime) else None
+    # Rules are private to the dimension provider: given only to a runtime whose prompt places
+    # {{ world.dimensionRules }} (world-init/dimension-tracker); read with the session snapshot.
+    rules = dict(env.snapshot.dimension_rules) if DIMENSION_RULES_PLACEHOLDER in prompt_source(env, runtime) else None
     system = system_prompt_build(env, runtime, turn, view=view, inputs=inputs, offers_done=offers_done,
                                  after_tools=after_tools, require=require, dimension_rules=rules, offered=listed,
                                  budget_scale=budget_scale)

@@ -18,6 +18,7 @@ returns extra events, and raises CommitFailed to roll the whole turn back.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -29,13 +30,15 @@ from turns.engine.appliers import appliers
 from turns.engine.cadence import TRIGGER_LEDGER_KEY, trigger_ledger_advance
 from turns.engine.appliers.narrative import story_content, story_segments
 from turns.engine.appliers.base import CommitContext, ProposalRejected
+from turns.engine.appliers.dimensions import dimension_receipt_keys
 from turns.engine.appliers.plugin_data import plugin_data_prefetch
-from turns.engine.appliers.interaction import interaction_inputs_record, interaction_record
+from turns.engine.appliers.interaction import InteractionInputsFailed, interaction_inputs_record, interaction_record
 from turns.engine.runtime import STATUS_FAILED, STATUS_SUCCESS, RuntimeResult, TurnInfo
 from plugins_app.toolkit import proposals as P
 from sessions import faults
 from turns.events import NewEvent, session_events_append
 
+logger = logging.getLogger("covel.turns")
 TURN_COMPLETED = "turn.completed"
 #: RuntimeResult status of a detached runtime handed to a runtime job (turns.engine.schedule).
 STATUS_DEFERRED = "deferred"
@@ -144,15 +147,21 @@ def turn_commit(*, session_id: str, plan: CommitPlan, results: list[RuntimeResul
     after the loop.
     """
     excluded: dict[int, dict[str, Any]] = {}
+    record_inputs = True
     while True:
         try:
-            return _turn_commit_attempt(session_id=session_id, plan=plan, results=results, tracer=tracer, excluded=excluded)
+            return _turn_commit_attempt(session_id=session_id, plan=plan, results=results, tracer=tracer, excluded=excluded,
+                                        record_inputs=record_inputs)
         except _OptionalRuntimeFailed as failure:
             excluded[failure.index] = failure.item
+        except InteractionInputsFailed as failure:
+            # Best effort (spec 004 §统一翻译层: 写入失败只记一条警告日志): the turn commits without them.
+            logger.warning("turn %s: interaction records not written", failure.args[0], exc_info=failure.__cause__)
+            record_inputs = False
 
 
 def _turn_commit_attempt(*, session_id: str, plan: CommitPlan, results: list[RuntimeResult], tracer: T.Tracer,
-                         excluded: dict[int, dict[str, Any]]) -> CommitOutcome:
+                         excluded: dict[int, dict[str, Any]], record_inputs: bool = True) -> CommitOutcome:
     from sessions.models import ChatMessage, Session, TurnMessage
     from turns.models import InteractionRecord, RuntimeOutput, TurnResult
 
@@ -179,9 +188,11 @@ def _turn_commit_attempt(*, session_id: str, plan: CommitPlan, results: list[Run
                                            content={"text": pi.rendered})
                 player_message_id = pi.message_id
             answers_save(session, plan.answers, turn.turn_id)
-            interaction_inputs_record(session, turn.turn_id, plan.player_input, plan.answers)
+            if record_inputs:
+                interaction_inputs_record(session, turn.turn_id, plan.player_input, plan.answers)
             # Every plugin-data row the proposals name, in one query (see appliers/plugin_data.py).
-            plugin_data_prefetch(ctx, [p for r in results if r.contributes for p in r.proposals])
+            staged = [p for r in results if r.contributes for p in r.proposals]
+            plugin_data_prefetch(ctx, staged, extra=dimension_receipt_keys(staged))
             for index, result in enumerate(results):
                 if index in excluded or not result.contributes or (not result.proposals and not result.pending_inputs):
                     continue

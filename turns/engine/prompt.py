@@ -194,20 +194,6 @@ DIMENSION_RULES_PLACEHOLDER = "world.dimensionRules"
 DIMENSION_RULE_INLINE_CHARS = 2000
 
 
-def dimension_rules_load(session_id: str) -> dict[str, str]:
-    """``{dimensionId: updateRule}`` of the session's dimensions that declare a non-empty rule
-    (from the stored definitions; WorldDimension never carries rules). One query."""
-    from sessions.models import DimensionValue
-
-    rows = DimensionValue.objects.filter(session_id=session_id).order_by("id").values_list("dimension_id", "definition")
-    out: dict[str, str] = {}
-    for dimension_id, definition in rows:
-        rule = (definition or {}).get("updateRule") if isinstance(definition, dict) else None
-        if isinstance(rule, str) and rule.strip():
-            out[dimension_id] = rule.strip()
-    return out
-
-
 def dimension_rules_text(dimensions: list[Any], rules: dict[str, str], *, zh: bool) -> str:
     """``{{ world.dimensionRules }}``: one block per dimension with an updateRule — id, name,
     version, rule, schema and the frozen value (JSON). A rule or schema over

@@ -53,11 +53,25 @@ class SessionSnapshot:
     messages: list[MemoryMessage]
     history: list[dict[str, Any]]  # turn_messages: {turn_id, runtime_id, role, content}
     pending_interactions: list[dict[str, Any]]
+    #: ``{dimensionId: updateRule}`` (dimension_rules_of), read with the
+    #: dimensions. Private to the dimension provider: only ``{{ world.dimensionRules }}`` shows it.
+    dimension_rules: dict[str, str] = field(default_factory=dict)
 
     @property
     def runtime_model_overrides(self) -> dict[str, str]:
         value = self.metadata.get("runtimeModelOverrides")
         return value if isinstance(value, dict) else {}
+
+
+def dimension_rules_of(rows) -> dict[str, str]:
+    """``{dimensionId: updateRule}`` of ``rows`` ((dimension id, stored definition) pairs) whose
+    definition declares a non-empty ``updateRule`` string (WorldDimension never carries rules)."""
+    out: dict[str, str] = {}
+    for dimension_id, definition in rows:
+        rule = (definition or {}).get("updateRule") if isinstance(definition, dict) else None
+        if isinstance(rule, str) and rule.strip():
+            out[dimension_id] = rule.strip()
+    return out
 
 
 def _iso(value: Any) -> str | None:
@@ -102,11 +116,12 @@ def session_snapshot_load(session: Any) -> SessionSnapshot:
         for c in Character.objects.filter(session=session).order_by("id")
     ]
     schema_row = CharacterSchema.objects.filter(session=session).first()
+    dimension_rows = list(DimensionValue.objects.filter(session=session).order_by("id"))
     dimensions = [
         WorldDimension(id=d.dimension_id, value=d.value, version=d.version,
                        name=(d.definition or {}).get("name") if isinstance((d.definition or {}).get("name"), str) else None,
                        schema=(d.definition or {}).get("schema"))
-        for d in DimensionValue.objects.filter(session=session).order_by("id")
+        for d in dimension_rows
     ]
     plugin_data: dict[tuple[str, str], dict[str, Any]] = {}
     # Plain tuples, not model instances: the session's rows grow by a few per turn and instance
@@ -148,6 +163,7 @@ def session_snapshot_load(session: Any) -> SessionSnapshot:
         characters=characters,
         character_schema=dict(schema_row.schema) if schema_row and schema_row.schema else None,
         dimensions=dimensions,
+        dimension_rules=dimension_rules_of((d.dimension_id, d.definition) for d in dimension_rows),
         plugin_data=plugin_data,
         lorebook=lorebook,
         messages=messages,

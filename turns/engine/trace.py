@@ -117,6 +117,7 @@ class TraceRecord:
     runtime_id: str
     seq: int
     at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    prompt_digest: str | None = None  # llm.calling: prompt_digest of payload["messages"], made once at emit
 
 
 class Tracer:
@@ -142,12 +143,20 @@ class Tracer:
             payload = {**payload, **self.scope}
         do_forward = type in FORWARDED_EVENT_TYPES if forward is None else forward
         do_persist = (not ephemeral) if persist is None else persist
+        forwarded, digest = payload, None
+        if type == LLM_CALLING and isinstance(payload.get("messages"), list):
+            # One prompt copy: the trace row keeps the prompt (GET /api/traces, payload.messages);
+            # the stream's frame, its replay row and the bus message name it by count and digest.
+            digest = prompt_digest(payload["messages"])
+            forwarded = {k: v for k, v in payload.items() if k != "messages"}
+            forwarded.update(messageCount=len(payload["messages"]), promptDigest=digest)
         with self._lock:
             if do_persist:
-                self.records.append(TraceRecord(type, payload, turn_id, plugin_id, runtime_id, self._seq))
+                self.records.append(TraceRecord(type, payload, turn_id, plugin_id, runtime_id, self._seq,
+                                                prompt_digest=digest))
                 self._seq += 1
             if do_forward:
-                self.sink.emit(type, payload, turn_id=turn_id, ephemeral=ephemeral)
+                self.sink.emit(type, forwarded, turn_id=turn_id, ephemeral=ephemeral)
 
     def flush(self) -> None:
         """Ask the sink to write and announce the frames it holds back (``ExecutionSink.flush``):
@@ -178,14 +187,15 @@ STEP_FIELDS = ("runtimeId", "pluginId", "stage", "operation", "provider", "model
                "durationMs", "startedAt", "tool", "error", "warning")
 
 
-def trace_step_summary(event_type: str, payload: Any) -> dict[str, Any]:
+def trace_step_summary(event_type: str, payload: Any, *, digest: str | None = None) -> dict[str, Any]:
     """A trace row's ``summary``: the STEP_FIELDS the payload has at its top level and, for
-    llm.calling, ``messageCount`` and ``promptDigest`` (prompt_digest) of its ``messages``."""
+    llm.calling, ``messageCount`` and ``promptDigest`` (prompt_digest of its ``messages``, or
+    ``digest`` when the caller made it already)."""
     payload = payload if isinstance(payload, dict) else {}
     out = {key: payload[key] for key in STEP_FIELDS if key in payload}
     if event_type == LLM_CALLING and isinstance(payload.get("messages"), list):
         out["messageCount"] = len(payload["messages"])
-        out["promptDigest"] = prompt_digest(payload["messages"])
+        out["promptDigest"] = digest or prompt_digest(payload["messages"])
     return out
 
 
@@ -198,6 +208,6 @@ def trace_rows_write(session_id: str, trace_id: str, records: list[TraceRecord])
     TraceEvent.objects.bulk_create([
         TraceEvent(session_id=session_id, trace_id=trace_id, turn_id=r.turn_id, seq=r.seq, type=r.type,
                    plugin_id=r.plugin_id, runtime_id=r.runtime_id, payload=r.payload,
-                   summary=trace_step_summary(r.type, r.payload))
+                   summary=trace_step_summary(r.type, r.payload, digest=r.prompt_digest))
         for r in records
     ])

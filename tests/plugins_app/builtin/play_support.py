@@ -7,6 +7,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.turns.prompt_support import model_calls_of
 from tests.turns.test_actions_helpers import stream_read
 
 
@@ -22,6 +23,13 @@ class Played:
     def frames(self, event_type: str, stream: int | None = None) -> list[dict[str, Any]]:
         chosen = self.streams if stream is None else [self.streams[stream]]
         return [f for s in chosen for f in s if f["type"] == event_type]
+
+    def model_calls(self, stream: int | None = None) -> list[dict[str, Any]]:
+        """The llm.calling payloads, prompts included, of the turns of one stream (or all), oldest
+        first: from the trace rows, where the prompt is kept (the stream's frames name it by digest)."""
+        chosen = self.streams if stream is None else [self.streams[stream]]
+        turn_ids = {f.get("turnId") for s in chosen for f in s if f.get("turnId")}
+        return model_calls_of(self.id, turn_ids=turn_ids)
 
 
 def _auth(played: Played) -> dict[str, str]:

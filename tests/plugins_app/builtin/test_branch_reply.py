@@ -69,14 +69,12 @@ def test_the_accepted_telling_replaces_the_reply_in_later_story_prompts(client):
     # when the next turn runs
     act(client, played, "submit_actions", {"actions": [{"kind": "say", "text": "那我们去渡口看看。"}]})
     # then the narrator's history holds the accepted telling, not the reply as first written
-    [call] = [f["payload"] for f in played.frames("llm.calling", len(played.streams) - 1)
-              if f["payload"]["runtimeId"] == "narrator"][:1]
+    [call] = [c for c in played.model_calls(len(played.streams) - 1) if c["runtimeId"] == "narrator"][:1]
     history = [m["content"] for m in call["messages"][1:-1] if m["role"] == "assistant"]
     assert alternative in history and original not in history
     # and accepting the original again restores it
     assert run(client, played, {"action": "acceptCandidate", "turnId": key, "candidateId": f"{key}-candidate-0"})["status"] == "ok"
     act(client, played, "submit_actions", {"actions": [{"kind": "say", "text": "再说一遍。"}]})
-    [call] = [f["payload"] for f in played.frames("llm.calling", len(played.streams) - 1)
-              if f["payload"]["runtimeId"] == "narrator"][:1]
+    [call] = [c for c in played.model_calls(len(played.streams) - 1) if c["runtimeId"] == "narrator"][:1]
     history = [m["content"] for m in call["messages"][1:-1] if m["role"] == "assistant"]
     assert original in history and alternative not in history

@@ -33,7 +33,7 @@ def test_an_accepted_goal_is_logged_and_advanced(client):
     changes = [c for p in ui_parts(played) if p["type"] == "quest.changes" for c in p["content"]["changes"]]
     assert [c["change"].split(", ")[0] for c in changes] == ["accepted", "objective-done"]
     # turn 2's extraction was told the quest's open objective
-    calls = [f["payload"] for f in played.frames("llm.calling", 3) if f["payload"]["runtimeId"] == "world-ir"]
+    calls = [c for c in played.model_calls(3) if c["runtimeId"] == "world-ir"]
     assert '"type": "quest"' in calls[0]["messages"][0]["content"]
     specs = get_json(client, played, f"/api/ui-specs?sessionId={played.id}")
     assert [s["id"] for g in specs["right"] if g["pluginId"] == "core-quest" for s in g["specs"]] == ["core-quest.panel"]

@@ -46,7 +46,7 @@ def test_a_risky_act_is_settled_by_the_pool(client):
     pool = plugin_data(played.id, "dice-check", "rolls")
     assert all(len(v["dice"]) == 3 and all(1 <= d <= 20 for d in v["dice"]) for v in pool.values())
     # the narrator read the pool, and emitted one receipt on the risky turn only
-    context = [f["payload"] for f in played.frames("llm.calling", 2) if f["payload"]["runtimeId"] == "narrator"][0]
+    context = [c for c in played.model_calls(2) if c["runtimeId"] == "narrator"][0]
     assert "#1 = {}".format(pool["turn-1"]["dice"][0]) in json.dumps(context["messages"], ensure_ascii=False)
     emitted = [(i, f["payload"]["input"]) for i in range(len(played.streams))
                for f in played.frames("tool.calling", i) if f["payload"]["tool"] == "emit-event"]

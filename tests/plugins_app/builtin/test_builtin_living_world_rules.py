@@ -40,7 +40,7 @@ def test_world_rules_and_a_session_rule(client, rules_world):
     assert not failed_runtimes(played) and not played.created.get("unmetRequirements")
     assert not [n for n in played.created.get("worldDataNotices") or [] if n.get("sourceId") == "rules"]
     assert [r["id"] for r in _rpc(client, played, {"kind": "action", "action": "list-rules"}).json()["result"]["rules"]] == ["lamp-oath"]
-    narrator = [f["payload"] for f in played.frames("llm.calling", 2) if f["payload"]["runtimeId"] == "narrator"][0]
+    narrator = [c for c in played.model_calls(2) if c["runtimeId"] == "narrator"][0]
     assert "may never hold a post on this coast" in json.dumps(narrator["messages"], ensure_ascii=False)
     # a rule saved during play
     rule = {"schemaVersion": 1, "id": "no-names-at-sea", "kind": "triggered", "keys": ["boat", "sea"],

@@ -63,7 +63,7 @@ def test_the_story_people_reach_the_graph_and_come_back(client):
     assert len(names) == len(nodes)  # nobody recorded twice across turns
     retrieved = [f["payload"] for f in played.frames("runtime.completed", 3) if f["payload"]["runtimeId"] == "npc-graph/rag-retriever"]
     assert retrieved and retrieved[0]["status"] == "success"
-    narrator = [f["payload"] for f in played.frames("llm.calling", 3) if f["payload"]["runtimeId"] == "narrator"][0]
+    narrator = [c for c in played.model_calls(3) if c["runtimeId"] == "narrator"][0]
     assert "People and relationships in play" in narrator["messages"][0]["content"]
     specs = get_json(client, played, f"/api/ui-specs?sessionId={played.id}")
     assert [s["id"] for g in specs["right"] if g["pluginId"] == "npc-graph" for s in g["specs"]] == ["npc-graph.panel"]

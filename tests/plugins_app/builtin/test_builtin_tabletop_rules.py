@@ -66,7 +66,7 @@ def test_point_buy_then_a_settled_check(client, point_buy_world):
     act(client, played, "submit_actions", {"actions": [{"kind": "act", "text": "I check my Grit and force the storm door."}]})
     receipt = plugin_data(played.id, "tabletop-rules", "receipts")["turn-1"]
     assert receipt["attribute"] == "grit" and receipt["modifier"] == 2 and receipt["total"] == receipt["roll"] + 2
-    context = [f["payload"] for f in played.frames("llm.calling", 3) if f["payload"]["runtimeId"] == "narrator"][0]
+    context = [c for c in played.model_calls(3) if c["runtimeId"] == "narrator"][0]
     assert receipt["notation"] in json.dumps(context["messages"], ensure_ascii=False)
     assert plugin_data(played.id, "dice-check", "rolls")["turn-1"]["tabletopReceipt"] is True
     # the narrator told the settled result and emitted no dice receipt of its own

@@ -82,7 +82,7 @@ def test_world_init_adopts_the_schema_and_moves_dimensions(yanhui):
     assert not model_calls(setup, "world-init/schema-gen")
     assert CharacterSchema.objects.get(session_id=yanhui.id).schema["attributes"][0]["id"] == "persona"
     # the tracker read the rules from {{ world.dimensionRules }} and added a lead per story turn
-    call = model_calls(yanhui.streams[2], "world-init/dimension-tracker")[0]
+    call = [c for c in yanhui.model_calls(2) if c["runtimeId"] == "world-init/dimension-tracker"][0]
     system = call["messages"][0]["content"]
     assert "## caseFile — 案卷" in system and "rule: 剩余时辰只随世界时钟减少" in system
     case_file = DimensionValue.objects.get(session_id=yanhui.id, dimension_id="caseFile")
@@ -195,3 +195,18 @@ def test_a_trace_row_written_before_summaries_is_summarised_from_its_payload(cli
     TraceEvent.objects.filter(session_id=yanhui.id).update(summary=None)
     after = {s["id"]: s for s in get_json(client, yanhui, f"/api/sessions/{yanhui.id}/view")["executionSteps"]}
     assert after == before and any(s["type"] == "llm.calling" for s in after.values())
+
+
+def test_the_action_stream_names_each_prompt_and_the_trace_keeps_it_once(client, yanhui):
+    from turns.engine.trace import prompt_digest
+    from turns.models import ExecutionFrame
+
+    streamed = [f["payload"] for s in yanhui.streams for f in s if f["type"] == "llm.calling"]
+    kept = yanhui.model_calls()
+    # the stream's llm.calling frames carry the call without its prompt, named by count and digest
+    assert streamed and all("messages" not in c for c in streamed)
+    assert [(c["runtimeId"], c["messageCount"], c["promptDigest"]) for c in streamed] == [
+        (c["runtimeId"], len(c["messages"]), prompt_digest(c["messages"])) for c in kept]
+    # and the replay rows of the stream do not keep a second copy
+    assert not [f for f in ExecutionFrame.objects.filter(execution__session_id=yanhui.id, type="llm.calling")
+                if "messages" in (f.payload or {})]

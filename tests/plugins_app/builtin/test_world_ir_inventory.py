@@ -72,7 +72,7 @@ def test_items_the_hero_takes_and_wears_reach_the_bag(client):
     changes = [p["content"]["changes"] for p in ui_parts(played) if p["type"] == "inventory.changes"]
     assert [[c["operation"] for c in turn] for turn in changes] == [["equip", "gain"], ["lose"]]
     # a quiet turn wrote nothing; the vocabulary told the extractor what the bag holds
-    last = [f["payload"] for f in played.frames("llm.calling", 4) if f["payload"]["runtimeId"] == "world-ir"][0]
+    last = [c for c in played.model_calls(4) if c["runtimeId"] == "world-ir"][0]
     assert '"name": "Oilskin coat"' in last["messages"][0]["content"]  # runtime-inputs.vocabulary
     # the panel's actions over plugin-rpc
     rpc = lambda action, payload=None: client.post(f"/api/sessions/{played.id}/plugin-rpc", json.dumps(

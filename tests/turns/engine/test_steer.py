@@ -9,7 +9,7 @@ from tests.turns.engine.support import NOTES_HANDLER, NOTES_PLUGIN, STORY_PLUGIN
 from turns.engine.run import execution_run
 from turns.engine.steer import TurnControl
 from turns.engine.trace import RecordingSink
-from tests.turns.prompt_support import runtime_prompt
+from tests.turns.prompt_support import model_calls_of, runtime_prompt
 from turns.models import RuntimeOutput, TraceEvent
 
 pytestmark = pytest.mark.django_db(transaction=False)
@@ -48,7 +48,7 @@ def test_a_steer_during_the_final_prose_costs_one_more_story_call_that_includes_
     outcome = execution_run(str(execution.pk), sink, cancel=control, plugin_registry=registry)
     # then step 2 of the story runtime carries the message and its prose is the turn's story
     assert outcome.committed is True and sink.accepted is True
-    calls = sink.of_type("llm.calling")
+    calls = model_calls_of(session.id)
     assert [c["step"] for c in calls] == [1, 2]
     assert calls[1]["messages"][-1] == {"role": "user", "content": "[steer] The door creaks."}
     assert calls[1]["messages"][-2]["role"] == "assistant"
@@ -80,7 +80,7 @@ def test_a_message_waiting_before_the_story_runs_joins_its_first_call_in_the_ses
     outcome = execution_run(str(execution.pk), sink, cancel=control, plugin_registry=registry)
     # then the first model call has it right after the player's message, and no extra step ran
     assert outcome.committed is True
-    calls = sink.of_type("llm.calling")
+    calls = model_calls_of(session.id)
     assert len(calls) == 1
     assert calls[0]["messages"][-2:] == [{"role": "user", "content": "Hello there"}, {"role": "user", "content": "[插话] 门开了。"}]
     assert ChatMessage.objects.get(session=session, kind="steer").content == "门开了。"

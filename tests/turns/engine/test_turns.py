@@ -107,6 +107,34 @@ def test_input_message_id_already_committed_is_rejected_without_writes(registry)
     assert Session.objects.get(pk=session.pk).completed_player_turns == 1
 
 
+def test_a_turn_whose_input_records_cannot_be_written_still_commits_and_logs_it(registry, monkeypatch, caplog):
+    # given a database that refuses the interaction-record insert (best effort, spec 004 §统一翻译层)
+    from django.db import DatabaseError
+
+    session = session_create(plugins=["teller"])
+    original = InteractionRecord.objects.bulk_create
+
+    def refuse(rows, *args, **kwargs):
+        if any(r.status == InteractionRecord.STATUS_INPUT for r in rows):
+            raise DatabaseError("disk full")
+        return original(rows, *args, **kwargs)
+
+    monkeypatch.setattr(InteractionRecord.objects, "bulk_create", refuse)
+    # when the player says something
+    with caplog.at_level("WARNING", logger="covel.turns"):
+        outcome, sink = run(session, registry, "submit_actions", {"actions": [{"kind": "say", "text": "Once"}]})
+    # then the turn committed whole, without the records, and the failure is a warning
+    assert outcome.committed is True
+    assert ChatMessage.objects.filter(session=session, role="user").count() == 1
+    assert ChatMessage.objects.filter(session=session, kind="story").count() == 1
+    assert not InteractionRecord.objects.filter(session=session, status=InteractionRecord.STATUS_INPUT).exists()
+    assert "interaction records not written" in caplog.text
+    # and the next turn records its input again
+    monkeypatch.setattr(InteractionRecord.objects, "bulk_create", original)
+    assert run(session, registry, "submit_actions", {"actions": [{"kind": "say", "text": "Twice"}]})[0].committed is True
+    assert InteractionRecord.objects.filter(session=session, status=InteractionRecord.STATUS_INPUT, type="message").count() == 1
+
+
 def test_failing_setup_runtime_is_blocked_after_max_trigger_count(tmp_path):
     # given a setup runtime that always raises and may be tried twice
     plugin_write(tmp_path, "flaky", """

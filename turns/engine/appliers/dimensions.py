@@ -21,7 +21,7 @@ from plugins_app.models import PluginData
 from sessions.models import DimensionValue
 from turns.engine import settlements as S
 from turns.engine.appliers.base import CommitContext, ProposalRejected
-from turns.engine.appliers.plugin_data import apply_plugin_data, plugin_data_forget
+from turns.engine.appliers.plugin_data import apply_plugin_data, plugin_data_forget, plugin_data_rows_get
 from plugins_app.toolkit import proposals as P
 from plugins_app.toolkit.proposals import Proposal
 
@@ -40,6 +40,9 @@ def apply_dimension_initialize(ctx: CommitContext, proposal: Proposal) -> None:
         value = values.get(dim_id, definition.get("initialValue"))
         row, created = DimensionValue.objects.get_or_create(
             session=ctx.session, dimension_id=dim_id, defaults={"definition": copy.deepcopy(definition), "value": value, "version": 1})
+        rows = getattr(ctx, _ROWS_ATTR, None)
+        if rows is not None:
+            rows.pop(dim_id, None)  # read again, locked, by a later update of this commit
         if not created and row.definition != definition:
             # The author's declaration changed (hot update): the current value and version stay.
             row.definition = copy.deepcopy(definition)
@@ -58,9 +61,26 @@ def _public_definition(definition: dict) -> dict:
 
 
 def _receipt_current(ctx: CommitContext, plugin_id: str, result_id: str) -> dict | None:
-    row = PluginData.objects.filter(session=ctx.session, plugin_id=plugin_id, namespace=S.SETTLEMENTS_NAMESPACE,
-                                    key=result_id).first()
+    # Through the commit's plugin-data cache: the receipt's write below finds the row there.
+    row = plugin_data_rows_get(ctx, plugin_id, [(S.SETTLEMENTS_NAMESPACE, result_id)])[
+        (plugin_id, S.SETTLEMENTS_NAMESPACE, result_id)]
     return row.value if row is not None and isinstance(row.value, dict) else None
+
+
+def dimension_receipt_keys(proposals: list[Proposal]) -> list[tuple[str, str, str]]:
+    """(plugin, namespace, key) of the settlement receipts the dimension.update proposals of
+    ``proposals`` read: for the commit's one plugin-data prefetch (plugin_data_prefetch)."""
+    keys = []
+    for proposal in proposals:
+        payload = proposal.payload if isinstance(proposal.payload, dict) else {}
+        if proposal.kind != P.DIMENSION_UPDATE or not proposal.plugin_id:
+            continue
+        for name in ("settlement", "source"):
+            ref = payload.get(name)
+            if isinstance(ref, dict) and ref.get("resultId"):
+                keys.append((proposal.plugin_id, S.SETTLEMENTS_NAMESPACE, str(ref["resultId"])))
+                break
+    return keys
 
 
 def _receipt_write(ctx: CommitContext, proposal: Proposal, previous: dict | None, value: dict) -> dict:
@@ -84,11 +104,30 @@ def _resolved_receipts_prune(ctx: CommitContext, plugin_id: str) -> None:
         plugin_data_forget(ctx)  # the commit's row cache may hold a pruned row
 
 
+_ROWS_ATTR = "dimension_rows"  # CommitContext attribute: {dimension id: locked DimensionValue row}
+
+
+def _rows_locked(ctx: CommitContext, ids: list[str]) -> dict[str, DimensionValue]:
+    """The DimensionValue rows of ``ids`` that exist, locked (SELECT … FOR UPDATE), from the
+    commit's cache, the rest in one query. Appliers update the cached rows in place, so a later
+    read in the same commit sees its own writes."""
+    cache = getattr(ctx, _ROWS_ATTR, None)
+    if cache is None:
+        cache = {}
+        setattr(ctx, _ROWS_ATTR, cache)
+    missing = [i for i in dict.fromkeys(ids) if i not in cache]
+    if missing:
+        for row in DimensionValue.objects.select_for_update().filter(session=ctx.session, dimension_id__in=missing):
+            cache[row.dimension_id] = row
+    return {i: cache[i] for i in ids if i in cache}
+
+
 def _conflicts(ctx: CommitContext, updates: list[dict]) -> tuple[dict, dict]:
     """(rows by id, {id: current version} of the updates whose expectedVersion no longer holds)."""
     rows, stale = {}, {}
+    found = _rows_locked(ctx, [u["id"] for u in updates])
     for update in updates:
-        row = DimensionValue.objects.select_for_update().filter(session=ctx.session, dimension_id=update["id"]).first()
+        row = found.get(update["id"])
         if row is None:
             raise ProposalRejected("not-found", f"dimension {update['id']!r} does not exist")
         rows[update["id"]] = row
@@ -150,8 +189,9 @@ def apply_dimension_update(ctx: CommitContext, proposal: Proposal) -> None:
 
 def _values_apply(ctx: CommitContext, proposal: Proposal, updates: list[dict], *, announce: bool = True) -> dict:
     changed = {}
+    found = _rows_locked(ctx, [u["id"] for u in updates])
     for update in updates:
-        row = DimensionValue.objects.select_for_update().filter(session=ctx.session, dimension_id=update["id"]).first()
+        row = found.get(update["id"])
         if row is None:
             raise ProposalRejected("not-found", f"dimension {update['id']!r} does not exist")
         if "expectedVersion" in update and update["expectedVersion"] != row.version:

@@ -42,12 +42,13 @@ def interaction_inputs_record(session: Any, turn_id: str, player_input: Any, ans
     transaction, spec 004 §统一翻译层): one per action — an answer as ``form-submit`` (form) or
     ``click`` (choice, confirmation) targeting the interaction's plugin, a slash command as
     ``skill-invoke``, any other action as ``message`` — each with a new id, source ``player`` and
-    channel ``web``. Best effort (spec: 写入失败只记一条警告日志): a failed write is logged and
-    rolled back to its savepoint, the turn still commits."""
-    import logging
+    channel ``web``. Best effort (spec: 写入失败只记一条警告日志): a failed write raises
+    InteractionInputsFailed, and the commit (turns.engine.commit.turn_commit) rolls its attempt back,
+    logs the warning and commits the turn again without the records — no savepoint per turn for a
+    failure that almost never happens."""
     import uuid
 
-    from django.db import DatabaseError, transaction
+    from django.db import DatabaseError
 
     rows: list[InteractionRecord] = []
     for answer in answers:
@@ -68,7 +69,10 @@ def interaction_inputs_record(session: Any, turn_id: str, player_input: Any, ans
     if not rows:
         return
     try:
-        with transaction.atomic():
-            InteractionRecord.objects.bulk_create(rows)
-    except DatabaseError:
-        logging.getLogger("covel.turns").warning("turn %s: interaction records not written", turn_id, exc_info=True)
+        InteractionRecord.objects.bulk_create(rows)
+    except DatabaseError as exc:
+        raise InteractionInputsFailed(turn_id) from exc
+
+
+class InteractionInputsFailed(Exception):
+    """The external-input records of a turn could not be written (interaction_inputs_record)."""

@@ -47,10 +47,11 @@ _KINDS = frozenset({"plugin.data", "plugin.data.batch", "plugin.data.delete", "p
 Key = tuple[str, str, str]
 
 
-def plugin_data_prefetch(ctx: CommitContext, proposals: list[Proposal]) -> None:
+def plugin_data_prefetch(ctx: CommitContext, proposals: list[Proposal], extra: list[Key] = ()) -> None:
     """Load, in one query, the PluginData rows every plugin-data proposal of ``proposals`` names
-    (raw payloads; malformed entries are skipped and later read one by one) into ctx's cache."""
-    keys: set[Key] = set()
+    (raw payloads; malformed entries are skipped and later read one by one), and the ``extra``
+    (plugin, namespace, key) rows other appliers will read, into ctx's cache."""
+    keys: set[Key] = set(extra)
     for proposal in proposals:
         if proposal.kind not in _KINDS or not proposal.plugin_id or not isinstance(proposal.payload, dict):
             continue
@@ -73,8 +74,9 @@ def plugin_data_forget(ctx: CommitContext) -> None:
     setattr(ctx, _CACHE_ATTR, None)
 
 
-def _rows_get(ctx: CommitContext, plugin_id: str, keys: list[tuple[str, str]]) -> dict[Key, PluginData | None]:
-    """Current rows of ``keys`` ((namespace, key) pairs): from the cache, the rest in one query."""
+def plugin_data_rows_get(ctx: CommitContext, plugin_id: str, keys: list[tuple[str, str]]) -> dict[Key, PluginData | None]:
+    """Current rows of ``keys`` ((namespace, key) pairs) of ``plugin_id``, as {(plugin, namespace,
+    key): row or None}: from the commit's cache, the rest in one query (and then cached)."""
     cache = getattr(ctx, _CACHE_ATTR, None)
     out: dict[Key, PluginData | None] = {}
     missing: list[Key] = []
@@ -108,7 +110,7 @@ def _remember(ctx: CommitContext, plugin_id: str, namespace: str, key: str, row:
 
 
 def _write(ctx: CommitContext, plugin_id: str, namespace: str, key: str, value: Any) -> dict[str, Any]:
-    row = _rows_get(ctx, plugin_id, [(namespace, key)])[(plugin_id, namespace, key)]
+    row = plugin_data_rows_get(ctx, plugin_id, [(namespace, key)])[(plugin_id, namespace, key)]
     if row is None:
         row = PluginData.objects.create(session=ctx.session, plugin_id=plugin_id, namespace=namespace, key=key, value=value)
     else:
@@ -128,7 +130,7 @@ def _delete(ctx: CommitContext, plugin_id: str, namespace: str, key: str) -> dic
 def _batch_write(ctx: CommitContext, plugin_id: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Apply checked batch entries with distinct (namespace, key): one read of the rows not in the
     cache, then at most one DELETE, one bulk INSERT and one bulk UPDATE."""
-    rows = _rows_get(ctx, plugin_id, [(e["namespace"], e["key"]) for e in entries])
+    rows = plugin_data_rows_get(ctx, plugin_id, [(e["namespace"], e["key"]) for e in entries])
     deletes: list[int] = []
     creates: list[PluginData] = []
     updates: list[PluginData] = []
@@ -203,7 +205,7 @@ def apply_plugin_data_delete(ctx: CommitContext, proposal: Proposal) -> None:
 def apply_plugin_data_update(ctx: CommitContext, proposal: Proposal) -> None:
     p = proposal.payload
     plugin_id = _check(proposal.plugin_id, p["namespace"])
-    row = _rows_get(ctx, plugin_id, [(p["namespace"], p["key"])])[(plugin_id, p["namespace"], p["key"])]
+    row = plugin_data_rows_get(ctx, plugin_id, [(p["namespace"], p["key"])])[(plugin_id, p["namespace"], p["key"])]
     try:
         exists, value = apply_data_ops(row is not None, row.value if row else None, p["ops"])
     except DataOpError as exc:
