@@ -24,7 +24,9 @@ class NoMigrations(dict):
 @contextmanager
 def bench_database(shape: str) -> Iterator[object]:
     """Set Django up for ``shape`` (a key of SHAPES), create a fresh test database (dropped on exit)
-    with the in-process worker on, and yield ``django.conf.settings``. INFO logs are silenced."""
+    with the in-process worker on, and yield ``django.conf.settings``. INFO logs are silenced.
+    Hosted: with the connection pool of covel.settings.hosted (COVEL_DB_POOL_SIZE), which the test
+    settings leave out for pytest-django — without it every thread of a turn opens connections."""
     os.environ["DJANGO_SETTINGS_MODULE"] = SHAPES[shape]
     import django
 
@@ -41,13 +43,65 @@ def bench_database(shape: str) -> Iterator[object]:
     settings.MIGRATION_MODULES = NoMigrations()
     setup_test_environment()
     connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+    _storage_settings_apply(connection)
+    pooled = connection.vendor == "postgresql" and _pool_on(connection)
     settings.COVEL_INPROCESS_WORKER = True
     try:
         yield settings
     finally:
         lock_connections_close()
         connections.close_all()
+        if pooled:
+            connection.close_pool()
         connection.creation.destroy_test_db(settings.DATABASES["default"]["NAME"], verbosity=0)
+
+
+def _pool_on(connection) -> bool:
+    """Give the (test) database the pool the hosted settings give a deployment."""
+    from covel.env import env_int
+    from covel.settings import hosted
+
+    if not hosted.COVEL_DB_POOL_SIZE:
+        return False
+    connection.close()
+    connection.settings_dict["CONN_MAX_AGE"] = 0
+    # As covel/settings/hosted.py builds it (test_hosted removes it from the shared dict).
+    connection.settings_dict.setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 1, "max_size": hosted.COVEL_DB_POOL_SIZE, "max_idle": 120,
+        "timeout": env_int("COVEL_DB_POOL_TIMEOUT_SECONDS", 10, minimum=1)}
+    return True
+
+
+def pool_close() -> None:
+    """Close the hosted shape's connection pool (``CREATE DATABASE … TEMPLATE`` wants no
+    connection to the source); the next use opens a new one. No-op without a pool."""
+    from django.db import connection
+
+    if connection.vendor == "postgresql" and (connection.settings_dict.get("OPTIONS") or {}).get("pool"):
+        connection.close_pool()
+
+
+def pool_warm(count: int = 8) -> None:
+    """Open ``count`` pooled connections and give them back, as a running process has them, so
+    a timed turn does not pay for opening its threads' connections. No-op without a pool."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql" or not (connection.settings_dict.get("OPTIONS") or {}).get("pool"):
+        return
+    pool = connection.pool
+    pool.open()  # as Django's first connect does (the pool is made closed)
+    held = [pool.getconn() for _ in range(count)]
+    for conn in held:
+        pool.putconn(conn)
+
+
+def _storage_settings_apply(connection) -> None:
+    """What the migrations set beyond the models (tables made from the models skip them): the
+    PostgreSQL lz4 TOAST compression of turns/migrations/0005."""
+    import importlib
+
+    with connection.schema_editor() as editor:
+        importlib.import_module("turns.migrations.0005_trace_payload_lz4")._lz4(None, editor)
 
 
 class StatementRecorder:

@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.bench.bench_support import SHAPES, StatementRecorder, bench_database  # noqa: E402
+from tests.bench.bench_support import SHAPES, StatementRecorder, bench_database, pool_close, pool_warm  # noqa: E402
 
 TARGET_RATIO = {"embedded": 5.0, "hosted": 2.0}
 
@@ -97,9 +97,11 @@ def run(shape: str, turns: int) -> None:
                 else:
                     import psycopg
 
+                    pool_close()
                     with psycopg.connect(_dsn(db, "postgres"), autocommit=True) as admin:
                         admin.execute(f'DROP DATABASE IF EXISTS "{copy_name}"')
                         admin.execute(f'CREATE DATABASE "{copy_name}" TEMPLATE "{db["NAME"]}"')
+                    pool_warm()
                 recorder.take()
                 elapsed, _frame = _turn(client, session_id, 100 + n, headers)
                 inprocess.wait_idle()
@@ -122,6 +124,7 @@ def run(shape: str, turns: int) -> None:
         finally:
             lock_connections_close()
             connections.close_all()
+            pool_close()
             if shape == "embedded":
                 Path(db["NAME"] + ".replay").unlink(missing_ok=True)
             else:
