@@ -191,36 +191,38 @@ def _suspensions_capture(session: Session) -> list[dict[str, Any]]:
 
 
 def _marks_capture(session: Session) -> dict[str, Any]:
-    """The payload's single values, read in ONE statement (scalar subqueries on the session row;
-    they were five round trips per turn's auto snapshot): the character schema, the last turn
-    message id, the last committed turn id, and the chat boundary (last message and count)."""
-    from django.db.models import Count, IntegerField, JSONField, OuterRef, Subquery
+    """The payload's single values, read in ONE statement of scalar subqueries (they were five
+    round trips per turn's auto snapshot): the character schema, the last turn message id, the
+    last committed turn id, and the chat boundary (last message and count). Plain SQL over the
+    models' tables: the ORM's compilation of these subqueries cost more than the round trips saved."""
+    from django.db import connection
 
-    def latest(model, field: str, **filters):
-        return Subquery(model.objects.filter(session=OuterRef("pk"), **filters).order_by("-id").values(field)[:1])
-
-    chat_count = (ChatMessage.objects.filter(session=OuterRef("pk")).order_by().values("session")
-                  .annotate(n=Count("id")).values("n"))
-    return Session.objects.filter(pk=session.pk).values(
-        schema=Subquery(CharacterSchema.objects.filter(session=OuterRef("pk")).order_by("id").values("schema")[:1],
-                        output_field=JSONField()),
-        last_turn_message=latest(TurnMessage, "id"),
-        last_turn=latest(TurnResult, "turn_id", committed=True),
-        last_chat_id=latest(ChatMessage, "message_id"),
-        last_chat_at=latest(ChatMessage, "created_at"),
-        chat_count=Subquery(chat_count, output_field=IntegerField()),
-    ).get()
+    schema_t, turn_message_t = CharacterSchema._meta.db_table, TurnMessage._meta.db_table
+    result_t, chat_t = TurnResult._meta.db_table, ChatMessage._meta.db_table
+    sql = (f'SELECT (SELECT schema FROM "{schema_t}" WHERE session_id = %s ORDER BY id LIMIT 1), '
+           f'(SELECT id FROM "{turn_message_t}" WHERE session_id = %s ORDER BY id DESC LIMIT 1), '
+           f'(SELECT turn_id FROM "{result_t}" WHERE session_id = %s AND committed = %s ORDER BY id DESC LIMIT 1), '
+           f'(SELECT message_id FROM "{chat_t}" WHERE session_id = %s ORDER BY id DESC LIMIT 1), '
+           f'(SELECT created_at FROM "{chat_t}" WHERE session_id = %s ORDER BY id DESC LIMIT 1), '
+           f'(SELECT COUNT(*) FROM "{chat_t}" WHERE session_id = %s)')
+    sid = session.pk
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [sid, sid, sid, True, sid, sid, sid])
+        schema, last_turn_message, last_turn, last_chat_id, last_chat_at, chat_count = cursor.fetchone()
+    if isinstance(schema, (str, bytes)):
+        schema = json.loads(schema)
+    return {"schema": schema, "last_turn_message": last_turn_message, "last_turn": last_turn,
+            "last_chat_id": last_chat_id, "last_chat_at": last_chat_at, "chat_count": chat_count}
 
 
 def _boundary_capture(marks: dict[str, Any]) -> dict[str, Any] | None:
     if marks["last_chat_id"] is None:
         return None
     created = marks["last_chat_at"]
-    if isinstance(created, str):  # a subquery's datetime comes back as text on SQLite
-        from django.utils.dateparse import parse_datetime
-        from datetime import timezone as _tz
+    if isinstance(created, str):  # SQLite keeps datetimes as UTC text
+        from datetime import datetime, timezone as _tz
 
-        created = parse_datetime(created).replace(tzinfo=_tz.utc)
+        created = datetime.fromisoformat(created).replace(tzinfo=_tz.utc)
     return {"lastMessageId": marks["last_chat_id"], "createdAt": created.isoformat(), "count": marks["chat_count"] or 0}
 
 
