@@ -41,7 +41,7 @@ import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone as dt_timezone
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -368,7 +368,7 @@ def _dt(value: str | None) -> datetime:
     if value:
         try:
             parsed = datetime.fromisoformat(value)
-            return parsed if parsed.tzinfo else timezone.make_aware(parsed, timezone.utc)
+            return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt_timezone.utc)
         except ValueError:
             pass
     return timezone.now()

@@ -50,6 +50,7 @@ from sessions.models import (
     Snapshot,
     TurnMessage,
 )
+from covel.sqlrows import datetime_column, json_column, rows_select
 from covel.times import iso
 from sessions.selectors import cursor_decode, cursor_encode
 from turns.events import NewEvent, session_events_append
@@ -153,40 +154,57 @@ def _session_capture(session: Session) -> dict[str, Any]:
     return out
 
 
+# The capture's reads run after every committed turn (the auto snapshot): plain SQL over the
+# models' tables (covel.sqlrows), converted as the fields would be, so the payload is the same.
 def _characters_capture(session: Session) -> list[dict[str, Any]]:
     return [
-        {"id": c.character_id, "name": c.name, "type": c.type, "aliases": list(c.aliases or []), "fields": c.fields or {},
-         "description": c.description, "version": c.version, "createdAt": c.created_at.isoformat()}
-        for c in Character.objects.filter(session=session).order_by("created_at", "id")
+        {"id": character_id, "name": name, "type": kind, "aliases": list(json_column(aliases) or []),
+         "fields": json_column(fields) or {}, "description": description, "version": version,
+         "createdAt": datetime_column(created).isoformat()}
+        for character_id, name, kind, aliases, fields, description, version, created in rows_select(
+            Character, ("character_id", "name", "type", "aliases", "fields", "description", "version", "created_at"),
+            "session_id = %s", [session.pk], "created_at, id")
     ]
 
 
 def _lorebook_capture(session: Session) -> list[dict[str, Any]]:
+    fields = ("entry_id", "owner", "plugin_id", "title", "keys", "content", "enabled", "priority", "strategy", "position",
+              "insertion_order", "metadata")
     return [
-        {"id": e.entry_id, "owner": e.owner, "pluginId": e.plugin_id, "title": e.title, "keys": list(e.keys or []),
-         "content": e.content, "enabled": e.enabled, "priority": e.priority, "strategy": e.strategy,
-         "position": e.position, "insertionOrder": e.insertion_order, "metadata": e.metadata or {}}
-        for e in LorebookEntry.objects.filter(session=session).order_by("insertion_order", "id")
+        {"id": entry_id, "owner": owner, "pluginId": plugin_id, "title": title, "keys": list(json_column(keys) or []),
+         "content": content, "enabled": bool(enabled), "priority": priority, "strategy": strategy, "position": position,
+         "insertionOrder": insertion_order, "metadata": json_column(metadata) or {}}
+        for entry_id, owner, plugin_id, title, keys, content, enabled, priority, strategy, position, insertion_order, metadata
+        in rows_select(LorebookEntry, fields, "session_id = %s", [session.pk], "insertion_order, id")
+    ]
+
+
+def _dimensions_capture(session: Session) -> list[dict[str, Any]]:
+    return [
+        {"id": dimension_id, "definition": json_column(definition), "value": json_column(value), "version": version}
+        for dimension_id, definition, value, version in rows_select(
+            DimensionValue, ("dimension_id", "definition", "value", "version"), "session_id = %s", [session.pk], "dimension_id")
     ]
 
 
 def _plugin_data_capture(session: Session) -> list[dict[str, Any]]:
-    # Plain tuples, not model instances: every row of the session, read on every turn's auto
-    # snapshot; building PluginData instances was ~10% of a full-game turn's CPU (profile, issue 18).
-    rows = (PluginData.objects.filter(session=session).order_by("plugin_id", "namespace", "key")
-            .values_list("plugin_id", "namespace", "key", "value", "version", "created_at"))
+    rows = rows_select(PluginData, ("plugin_id", "namespace", "key", "value", "version", "created_at"),
+                       "session_id = %s", [session.pk], "plugin_id, namespace, key")
     return [
-        {"pluginId": plugin_id, "namespace": namespace, "key": key, "value": value, "version": version,
-         "createdAt": created_at.isoformat()}
+        {"pluginId": plugin_id, "namespace": namespace, "key": key, "value": json_column(value), "version": version,
+         "createdAt": datetime_column(created_at).isoformat()}
         for plugin_id, namespace, key, value, version, created_at in rows
     ]
 
 
 def _suspensions_capture(session: Session) -> list[dict[str, Any]]:
     return [
-        {"suspensionId": s.suspension_id, "turnId": s.turn_id, "pluginId": s.plugin_id, "runtimeId": s.runtime_id,
-         "resumeSchema": s.resume_schema, "payload": s.payload, "createdAt": s.created_at.isoformat()}
-        for s in Suspension.objects.filter(session=session, status="pending").order_by("created_at", "id")
+        {"suspensionId": suspension_id, "turnId": turn_id, "pluginId": plugin_id, "runtimeId": runtime_id,
+         "resumeSchema": json_column(resume_schema), "payload": json_column(payload),
+         "createdAt": datetime_column(created_at).isoformat()}
+        for suspension_id, turn_id, plugin_id, runtime_id, resume_schema, payload, created_at in rows_select(
+            Suspension, ("suspension_id", "turn_id", "plugin_id", "runtime_id", "resume_schema", "payload", "created_at"),
+            "session_id = %s AND status = %s", [session.pk, "pending"], "created_at, id")
     ]
 
 
@@ -218,11 +236,7 @@ def _marks_capture(session: Session) -> dict[str, Any]:
 def _boundary_capture(marks: dict[str, Any]) -> dict[str, Any] | None:
     if marks["last_chat_id"] is None:
         return None
-    created = marks["last_chat_at"]
-    if isinstance(created, str):  # SQLite keeps datetimes as UTC text
-        from datetime import datetime, timezone as _tz
-
-        created = datetime.fromisoformat(created).replace(tzinfo=_tz.utc)
+    created = datetime_column(marks["last_chat_at"])
     return {"lastMessageId": marks["last_chat_id"], "createdAt": created.isoformat(), "count": marks["chat_count"] or 0}
 
 
@@ -237,10 +251,7 @@ def _payload_capture(session: Session) -> dict[str, Any]:
         "characters": _characters_capture(session),
         "characterSchema": marks["schema"],
         "lorebookEntries": _lorebook_capture(session),
-        "dimensions": [
-            {"id": d.dimension_id, "definition": d.definition, "value": d.value, "version": d.version}
-            for d in DimensionValue.objects.filter(session=session).order_by("dimension_id")
-        ],
+        "dimensions": _dimensions_capture(session),
         "pluginData": _plugin_data_capture(session),
         "suspensions": _suspensions_capture(session),
         # No runtime-export or compaction-summary store exists yet: the required keys are present and empty.

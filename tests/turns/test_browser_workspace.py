@@ -209,6 +209,16 @@ def test_checkpoint_replaces_the_workspace(client, save):
     assert [m["id"] for m in exported["messages"]] == ["m1", "m2"] and exported["revision"] == 2
 
 
+def test_checkpoint_timestamps_without_a_zone_are_read_as_utc(client, save):
+    sid, owner, checkpoint = save
+    upload = copy.deepcopy(checkpoint)
+    upload["characters"] = [{"id": "wren", "name": "Wren", "type": "player", "fields": {},
+                             "createdAt": "2026-01-02T03:04:05.678"}]
+    response = _put(client, sid, upload, **owner)
+    assert response.status_code == 200, response.content
+    assert Character.objects.get(session_id=sid).created_at.isoformat() == "2026-01-02T03:04:05.678000+00:00"
+
+
 def test_stale_revision_and_fork_are_refused(client, save):
     sid, owner, checkpoint = save
     assert _put(client, sid, checkpoint, **owner).status_code == 200

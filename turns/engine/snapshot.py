@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from covel.sqlrows import datetime_column, json_column, rows_select
 from plugins_app.toolkit.state import CharacterRecord, LorebookEntry, MemoryMessage, WorldDimension
 
 #: How many chat messages the snapshot keeps for memory-search recall (spec 000: 最近 500 条).
@@ -103,50 +104,56 @@ def world_context_load(world_id: str, locale: str, metadata: dict[str, Any]) -> 
 
 
 def session_snapshot_load(session: Any) -> SessionSnapshot:
-    """Load a SessionSnapshot for ``session`` (a sessions.models.Session row)."""
+    """Load a SessionSnapshot for ``session`` (a sessions.models.Session row): its characters,
+    character schema, dimensions (and their rules), plugin data, lorebook, the latest
+    RECALL_MESSAGES chat messages and HISTORY_ROWS turn messages, and pending interactions.
+    Nine plain-SQL reads (covel.sqlrows: this runs every turn)."""
     from plugins_app.models import PluginData
     from sessions.models import Character, CharacterSchema, ChatMessage, DimensionValue, LorebookEntry as LoreRow, TurnMessage
     from turns.models import InteractionRecord
 
+    sid = [session.pk]
     characters = [
-        CharacterRecord(
-            id=c.character_id, name=c.name, type=c.type, aliases=tuple(c.aliases or ()), description=c.description,
-            fields=dict(c.fields or {}), version=c.version, created_at=_iso(c.created_at), updated_at=_iso(c.updated_at),
-        )
-        for c in Character.objects.filter(session=session).order_by("id")
+        CharacterRecord(id=character_id, name=name, type=kind, aliases=tuple(json_column(aliases) or ()), description=description,
+                        fields=dict(json_column(fields) or {}), version=version, created_at=_iso(datetime_column(created)),
+                        updated_at=_iso(datetime_column(updated)))
+        for character_id, name, kind, aliases, description, fields, version, created, updated in rows_select(
+            Character, ("character_id", "name", "type", "aliases", "description", "fields", "version", "created_at", "updated_at"),
+            "session_id = %s", sid, "id")
     ]
-    schema_row = CharacterSchema.objects.filter(session=session).first()
-    dimension_rows = list(DimensionValue.objects.filter(session=session).order_by("id"))
+    schema_rows = rows_select(CharacterSchema, ("schema",), "session_id = %s", sid, "id", 1)
+    schema = json_column(schema_rows[0][0]) if schema_rows else None
+    dimension_rows = [(dimension_id, json_column(value), version, json_column(definition)) for dimension_id, value, version, definition in
+                      rows_select(DimensionValue, ("dimension_id", "value", "version", "definition"), "session_id = %s", sid, "id")]
     dimensions = [
-        WorldDimension(id=d.dimension_id, value=d.value, version=d.version,
-                       name=(d.definition or {}).get("name") if isinstance((d.definition or {}).get("name"), str) else None,
-                       schema=(d.definition or {}).get("schema"))
-        for d in dimension_rows
+        WorldDimension(id=dimension_id, value=value, version=version,
+                       name=(definition or {}).get("name") if isinstance((definition or {}).get("name"), str) else None,
+                       schema=(definition or {}).get("schema"))
+        for dimension_id, value, version, definition in dimension_rows
     ]
     plugin_data: dict[tuple[str, str], dict[str, Any]] = {}
-    # Plain tuples, not model instances: the session's rows grow by a few per turn and instance
-    # construction was most of this load's CPU (profile, issue 18).
-    for plugin_id, namespace, key, value in (PluginData.objects.filter(session=session).order_by("id")
-                                             .values_list("plugin_id", "namespace", "key", "value")):
-        plugin_data.setdefault((plugin_id, namespace), {})[key] = value
+    for plugin_id, namespace, key, value in rows_select(PluginData, ("plugin_id", "namespace", "key", "value"),
+                                                    "session_id = %s", sid, "id"):
+        plugin_data.setdefault((plugin_id, namespace), {})[key] = json_column(value)
     lorebook = [
-        LorebookEntry(id=e.entry_id, keys=tuple(e.keys or ()), content=e.content, enabled=e.enabled)
-        for e in LoreRow.objects.filter(session=session).order_by("id")
+        LorebookEntry(id=entry_id, keys=tuple(json_column(keys) or ()), content=content, enabled=bool(enabled))
+        for entry_id, keys, content, enabled in rows_select(LoreRow, ("entry_id", "keys", "content", "enabled"),
+                                                        "session_id = %s", sid, "id")
     ]
-    # Plain tuples, not model instances: up to 900 rows per turn (profile, issue 6).
-    recent = list(ChatMessage.objects.filter(session=session).order_by("-id")
-                  .values_list("role", "content", "message_id")[:RECALL_MESSAGES])
+    recent = rows_select(ChatMessage, ("role", "content", "message_id"), "session_id = %s", sid, "id DESC", RECALL_MESSAGES)
     recent.reverse()
     messages = [MemoryMessage(role=role, text=content, message_id=message_id) for role, content, message_id in recent if content]
-    history_rows = list(TurnMessage.objects.filter(session=session).order_by("-id")
-                        .values_list("turn_id", "runtime_id", "role", "content")[:HISTORY_ROWS])
+    history_rows = rows_select(TurnMessage, ("turn_id", "runtime_id", "role", "content"), "session_id = %s", sid, "id DESC",
+                           HISTORY_ROWS)
     history_rows.reverse()
-    history = [{"turn_id": turn_id, "runtime_id": runtime_id, "role": role, "content": content}
+    history = [{"turn_id": turn_id, "runtime_id": runtime_id, "role": role, "content": json_column(content)}
                for turn_id, runtime_id, role, content in history_rows]
     pending = [
-        {"turn_id": r.turn_id, "interaction_id": r.interaction_id, "type": r.type, "plugin_id": r.plugin_id,
-         "runtime_id": r.runtime_id, "spec": r.spec}
-        for r in InteractionRecord.objects.filter(session=session, status="pending").order_by("id")
+        {"turn_id": turn_id, "interaction_id": interaction_id, "type": kind, "plugin_id": plugin_id,
+         "runtime_id": runtime_id, "spec": json_column(spec)}
+        for turn_id, interaction_id, kind, plugin_id, runtime_id, spec in rows_select(
+            InteractionRecord, ("turn_id", "interaction_id", "type", "plugin_id", "runtime_id", "spec"),
+            "session_id = %s AND status = %s", [session.pk, "pending"], "id")
     ]
     metadata = dict(session.metadata or {})
     return SessionSnapshot(
@@ -161,9 +168,9 @@ def session_snapshot_load(session: Any) -> SessionSnapshot:
         seats=list(session.seats or []),
         world=world_context_load(session.world_id, session.locale, metadata),
         characters=characters,
-        character_schema=dict(schema_row.schema) if schema_row and schema_row.schema else None,
+        character_schema=dict(schema) if schema else None,
         dimensions=dimensions,
-        dimension_rules=dimension_rules_of((d.dimension_id, d.definition) for d in dimension_rows),
+        dimension_rules=dimension_rules_of((row[0], row[3]) for row in dimension_rows),
         plugin_data=plugin_data,
         lorebook=lorebook,
         messages=messages,

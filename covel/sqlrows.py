@@ -1,0 +1,50 @@
+"""Plain-SQL reads of model tables for per-turn hot paths (issue 18).
+
+Django builds and compiles a queryset in Python on every evaluation: for the handful of reads a
+turn makes every time (the session snapshot, the auto snapshot's capture) that was about half of
+their CPU in the issue 18 profile, more than the database's own work. ``rows_select`` issues the
+same SELECT as plain SQL over the model's table and column names (so a renamed column or table
+follows the model), and ``json_column`` / ``datetime_column`` convert the values as the fields
+would: JSON arrives as text on both backends (Django registers jsonb's loader as text),
+datetimes aware from PostgreSQL and naive UTC from SQLite. Anything not on a per-turn path
+keeps using the ORM.
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+
+def rows_select(model: Any, fields: tuple[str, ...], where: str, params: list[Any], order: str,
+                limit: int | None = None) -> list[tuple]:
+    """Rows (tuples in ``fields`` order) of ``model``'s table: ``fields`` are model field names,
+    ``where`` SQL over column names with ``%s`` parameters ``params``, ``order`` an ORDER BY list
+    of column names (``"id DESC"``), ``limit`` an optional row count. Values come raw from the
+    driver: convert JSON with json_column, datetimes with datetime_column, SQLite's 0/1 with bool."""
+    from django.db import connection
+
+    meta = model._meta
+    columns = ", ".join(f'"{meta.get_field(name).column}"' for name in fields)
+    sql = f'SELECT {columns} FROM "{meta.db_table}" WHERE {where} ORDER BY {order}'
+    if limit:
+        sql += f" LIMIT {int(limit)}"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def json_column(value: Any) -> Any:
+    """A JSONField value as the driver returns it (text), decoded; None stays None."""
+    return json.loads(value) if isinstance(value, (str, bytes, bytearray)) else value
+
+
+def datetime_column(value: Any) -> datetime | None:
+    """A DateTimeField value as the driver returns it, as an aware datetime: PostgreSQL's aware
+    value as is; SQLite's naive UTC (a datetime from Django's declared-type converter, or the text
+    ``YYYY-MM-DD HH:MM:SS[.ffffff]``) marked UTC. None stays None."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if isinstance(value, datetime) and value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value
