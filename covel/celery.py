@@ -7,7 +7,9 @@ Worker-side hooks (signals, connected here so every worker process has them): wo
 log through Django's ``LOGGING`` (one log format per shape); task ends are counted and timed for
 Prometheus (covel/metrics.py, imported lazily: its multiprocess mode depends on settings); a pool
 child that exits drops its live gauges; a warm shutdown is marked for the pool children
-(covel.workers: the turn and job services put unstarted work back in the queue); a worker with COVEL_WORKER_METRICS_PORT serves its own
+(covel.workers: the turn and job services put unstarted work back in the queue); each pool child
+keeps its PostgreSQL connection pool across tasks (Celery's Django fix-up would close it around
+every task); a worker with COVEL_WORKER_METRICS_PORT serves its own
 ``/metrics``; and a hosted worker warns at start about missing secrets (covel.startup).
 """
 import os
@@ -15,8 +17,8 @@ import time
 
 from celery import Celery
 from celery.signals import (
-    celeryd_after_setup, setup_logging, task_postrun, task_prerun, worker_process_init, worker_process_shutdown,
-    worker_ready, worker_shutting_down,
+    celeryd_after_setup, setup_logging, task_postrun, task_prerun, worker_init, worker_process_init,
+    worker_process_shutdown, worker_ready, worker_shutting_down,
 )
 
 from covel.settings import default_settings_module
@@ -68,6 +70,52 @@ def _pool_child_started(**_kwargs) -> None:
     pools = getattr(connections["default"].__class__, "_connection_pools", None)
     if isinstance(pools, dict):
         pools.clear()
+
+
+def _db_connections_release(sender=None, **_kwargs) -> None:
+    """Before and after every task: give this process's Django connections back (to the pool when
+    pooled: no network; closed otherwise), as Celery's Django fix-up does, but keep the pool."""
+    from django.db import DatabaseError, InterfaceError, connections
+
+    if getattr(getattr(sender, "request", None), "is_eager", False):
+        return
+    for conn in connections.all(initialized_only=True):
+        try:
+            conn.close()
+        except InterfaceError:
+            pass
+        except DatabaseError as exc:  # the fix-up's rule: a connection already gone is fine
+            if "closed" not in str(exc) and "not connected" not in str(exc):
+                raise
+
+
+def _db_connections_release_after(sender=None, **kwargs) -> None:
+    _db_connections_release(sender=sender, **kwargs)
+    from django.core.cache import close_caches
+
+    close_caches()
+
+
+@worker_init.connect
+def _db_pool_kept_across_tasks(**_kwargs) -> None:
+    """Celery's Django fix-up (celery.fixups.django.DjangoWorkerFixup) closes the whole connection
+    pool of a prefork child before and after every task, so every task opened a new pool and new
+    PostgreSQL connections (issue 18: ~4 connections per turn, each a backend start). Its task
+    handlers are swapped for ``_db_connections_release`` (connections back to the pool, pool kept;
+    a pool inherited over fork is already dropped by ``_pool_child_started``).
+
+    Runs after the fix-up's own ``worker_init`` handler (connected when the app was created, so
+    earlier); the fix-up has no setting for this, hence the swap. Without a Django fix-up (no
+    DJANGO_SETTINGS_MODULE) nothing changes."""
+    from celery.fixups.django import DjangoFixup
+
+    for fixup in getattr(app, "_fixups", None) or []:
+        if isinstance(fixup, DjangoFixup):
+            worker_fixup = fixup.worker_fixup
+            task_prerun.disconnect(worker_fixup.on_task_prerun)
+            task_postrun.disconnect(worker_fixup.on_task_postrun)
+            task_prerun.connect(_db_connections_release, weak=False, dispatch_uid="covel-db-release-prerun")
+            task_postrun.connect(_db_connections_release_after, weak=False, dispatch_uid="covel-db-release-postrun")
 
 
 @worker_process_shutdown.connect

@@ -203,9 +203,33 @@ def is_resync(message: dict[str, Any]) -> bool:
     return isinstance(message, dict) and message.get("resync") is True
 
 
-def notify(session_id: str, seq: int) -> None:
-    """Wake every reader of ``session_id``: its event log now reaches ``seq``."""
-    publish(f"session:{session_id}", {"seq": seq})
+#: Largest encoded ``notify`` message (characters of JSON) that carries its events inline; a bigger
+#: commit publishes ``{"seq": n}`` alone and readers read the rows from the log.
+NOTIFY_INLINE_MAX = 32 * 1024
+
+
+def notify(session_id: str, seq: int, events: list[dict[str, Any]] | None = None) -> None:
+    """Wake every reader of ``session_id``: its event log now reaches ``seq``.
+
+    Message ``{"seq": seq}``; with ``events`` (the committed rows in the log's wire shape,
+    ``turns.event_stream.wire_events``: consecutive seqs ending at ``seq``) it is
+    ``{"seq": seq, "events": [...]}`` when that encodes to at most NOTIFY_INLINE_MAX characters
+    (always embedded, where nothing is encoded), so readers render the frames without reading the
+    log back (issue 18: delivery latency). The rows are still only a hint: a reader that cannot use
+    them (gap, other shape) re-reads the log.
+    Raises like ``publish``.
+    """
+    channel = f"session:{session_id}"
+    if events:
+        message = {"seq": seq, "events": events}
+        if backend_name() != "redis":
+            dispatch_local(channel, message)
+            return
+        data = json.dumps(message, ensure_ascii=False, default=str)
+        if len(data) <= NOTIFY_INLINE_MAX:
+            _redis_client().publish(_PREFIX + channel, data)
+            return
+    publish(channel, {"seq": seq})
 
 
 def _redis_client():

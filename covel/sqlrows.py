@@ -48,3 +48,43 @@ def datetime_column(value: Any) -> datetime | None:
     if isinstance(value, datetime) and value.tzinfo is None:
         return value.replace(tzinfo=timezone.utc)
     return value
+
+
+#: Rows per INSERT statement of rows_insert (SQLite allows 32,766 parameters per statement).
+INSERT_BATCH_PARAMS = 30_000
+
+
+def rows_insert(model: Any, fields: tuple[str, ...], rows: list[tuple]) -> None:
+    """INSERT ``rows`` (tuples in ``fields`` order, model field names) into ``model``'s table as
+    multi-row statements, in the caller's transaction (or autocommit). Values are adapted as the
+    ORM adapts them — JSONField through ``adapt_json_value`` with the field's encoder,
+    DateTimeField through ``adapt_datetimefield_value``, foreign keys and UUIDs through the
+    field's ``get_db_prep_save`` — so the rows read back identically;
+    other values go to the driver as they are. No defaults are applied and no ids come back: for
+    per-turn bulk writes (trace rows, stream frames) whose callers know every column. Raises the
+    driver's errors as Django's (IntegrityError on a unique constraint)."""
+    from django.db import connection, models
+
+    if not rows:
+        return
+    ops, meta = connection.ops, model._meta
+    adapters = []
+    for name in fields:
+        field = meta.get_field(name)
+        if isinstance(field, models.JSONField):
+            adapters.append(lambda v, encoder=field.encoder: ops.adapt_json_value(v, encoder))
+        elif isinstance(field, models.DateTimeField):
+            adapters.append(ops.adapt_datetimefield_value)
+        elif isinstance(field, (models.ForeignKey, models.UUIDField)):
+            # a UUID key is 32 hex digits on SQLite, a uuid on PostgreSQL: the field says which
+            adapters.append(lambda v, field=field: field.get_db_prep_save(v, connection))
+        else:
+            adapters.append(None)
+    head = f'INSERT INTO "{meta.db_table}" ({", ".join(chr(34) + meta.get_field(n).column + chr(34) for n in fields)}) VALUES '
+    one = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    per_statement = max(1, INSERT_BATCH_PARAMS // len(fields))
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), per_statement):
+            batch = rows[start:start + per_statement]
+            params = [value if adapt is None else adapt(value) for row in batch for value, adapt in zip(row, adapters)]
+            cursor.execute(head + ", ".join([one] * len(batch)), params)

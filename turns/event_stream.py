@@ -12,6 +12,9 @@ Shape of one web process:
   its feed in one query, so a lost wake-up delays but never drops an event.
 - Replay: a subscriber whose cursor is older than the feed's buffer reads the log itself, in
   pages. Any gap (trimmed rows, other epoch, malformed or future cursor) becomes ``system.reset``.
+- A wake-up that carries the committed rows (``eventbus.notify(..., events)``, shape
+  ``turns.events.wire_events``) and continues the feed's head is rendered from the message: no log read on the
+  live path (issue 18). Any other wake-up re-reads the log as above.
 - Database reads run on a small fixed pool (``_DB_THREADS``); connect-time work runs
   thread-sensitive, which ``EventStreamThreadContext`` pins to one shared thread for all stream
   requests (otherwise Django would keep one idle thread per open stream).
@@ -65,6 +68,8 @@ logger = logging.getLogger("covel.events.stream")
 STREAM_PATH = "/api/events/stream"
 _BUFFER_MAX = 1024
 _PAGE = 500
+#: Frames of one wake-up are joined into body chunks of about this many bytes (one send each).
+_CHUNK_BYTES = 64 * 1024
 _DB_THREADS = 2
 #: Bound of one database read (a slower one counts as failed; its thread may stay stuck).
 _DB_READ_TIMEOUT_SECONDS = 5.0
@@ -441,9 +446,10 @@ def frame_bytes(event_type: str, data: dict, event_id: str | None = None) -> byt
 
 
 def subscription_event(event_id: str, topic: str, event_type: str, session_id: str, payload: dict, at=None) -> dict:
-    """The SubscriptionEvent envelope (spec 004 §SSE 协议 信封格式)."""
+    """The SubscriptionEvent envelope (spec 004 §SSE 协议 信封格式). ``at``: a datetime (now when
+    None) or an already rendered ``timestamp`` string (``_timestamp``'s format)."""
     return {"id": event_id, "topic": topic, "type": event_type, "sessionId": session_id,
-            "timestamp": _timestamp(at), "payload": payload}
+            "timestamp": at if isinstance(at, str) else _timestamp(at), "payload": payload}
 
 
 def _system_frame(event_type: str, session_id: str, cursor: str, payload: dict, *, with_id: bool) -> bytes:
@@ -471,6 +477,32 @@ def _load_rows(session_id: str, epoch: str, after_seq: int, limit: int) -> list[
         event_id = f"{epoch}:{seq}"
         data = subscription_event(event_id, topic, event_type, session_id, payload, created_at)
         out.append(_Row(seq, topic, event_type, frame_bytes(event_type, data, event_id)))
+    return out
+
+
+def _rows_from_wire(session_id: str, epoch: str, after_seq: int, events) -> list[_Row] | None:
+    """The rows of an inline ``notify`` message with seq > ``after_seq``, rendered like
+    ``_load_rows``; None when they cannot stand in for the log read (malformed, or not starting
+    right after ``after_seq``: the reader then re-reads the log)."""
+    if not isinstance(events, list):
+        return None
+    out: list[_Row] = []
+    expected = after_seq + 1
+    try:
+        for event in events:
+            seq, topic, event_type, payload, at = event["seq"], event["topic"], event["type"], event["payload"], event["at"]
+            if not (isinstance(seq, int) and isinstance(topic, str) and isinstance(event_type, str) and isinstance(at, str)):
+                return None
+            if seq <= after_seq:
+                continue
+            if seq != expected:
+                return None
+            expected += 1
+            event_id = f"{epoch}:{seq}"
+            data = subscription_event(event_id, topic, event_type, session_id, payload, at)
+            out.append(_Row(seq, topic, event_type, frame_bytes(event_type, data, event_id)))
+    except (KeyError, TypeError):
+        return None
     return out
 
 
@@ -630,6 +662,13 @@ class _Feed:
         seq = message.get("seq")
         if isinstance(seq, int) and seq <= self.head:
             return
+        if isinstance(seq, int) and "events" in message and self.closed_reason is None:
+            # The committed rows came with the wake-up (eventbus.notify): no read of the log when
+            # they continue right after what this feed holds and reach the announced head.
+            rows = _rows_from_wire(self.session_id, self.epoch, self.head, message["events"])
+            if rows and rows[-1].seq == seq:
+                self._extend(rows)
+                return
         self.refresh()
 
     def refresh(self) -> None:
@@ -684,13 +723,21 @@ class _Feed:
             if not waiter.done():
                 waiter.set_result(None)
 
+    def buffered_after(self, cursor: int) -> list[_Row] | None:
+        """Rows with seq > ``cursor`` when memory has them all ([] when none is newer); None when
+        ``cursor`` is older than the buffer (``read_after`` reads the log)."""
+        if cursor >= self.head:
+            return []
+        if cursor >= self.floor:
+            return list(itertools.islice(self.buffer, cursor - self.floor, None))
+        return None
+
     async def read_after(self, cursor: int) -> tuple[list[_Row], bool]:
         """Rows with seq > ``cursor`` (from memory when buffered, else a page from the log) and
         whether events right after ``cursor`` are gone (trimmed)."""
-        if cursor >= self.head:
-            return [], False
-        if cursor >= self.floor:
-            return list(itertools.islice(self.buffer, cursor - self.floor, None)), False
+        rows = self.buffered_after(cursor)
+        if rows is not None:
+            return rows, False
         rows = await self.hub.db(_load_rows, self.session_id, self.epoch, cursor, _PAGE)
         if not rows or rows[0].seq != cursor + 1:
             return [], True
@@ -862,25 +909,38 @@ async def event_stream(start: StreamStart, topics: frozenset[str] | None, slot: 
             if hub.db_outage_seconds() >= outage_s:
                 yield stream_interrupted_frame(session_id, f"{epoch}:{cursor}")
                 return
-            try:
-                rows, gap = await feed.read_after(cursor)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                # A replay page the database could not give (counted by the hub): keep-alives go
-                # on below and the next wake-up tries again.
-                rows, gap = [], False
+            rows, gap = feed.buffered_after(cursor), False  # live subscribers: memory, no await
+            if rows is None:
+                try:
+                    rows, gap = await feed.read_after(cursor)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    # A replay page the database could not give (counted by the hub): keep-alives go
+                    # on below and the next wake-up tries again.
+                    rows, gap = [], False
             if gap:
                 cursor = feed.head
                 yield _system_frame(TYPE_RESET, session_id, f"{epoch}:{cursor}", {"reason": RESET_CURSOR_EXPIRED}, with_id=True)
                 continue
             if rows:
+                # The frames of this wake-up in as few body chunks as _CHUNK_BYTES allows: one send
+                # (one socket write) per subscriber per wake-up, not per event (a turn commits
+                # dozens at once), without copying a whole replay page per subscriber.
+                chunk: list[bytes] = []
+                size = 0
                 for row in rows:
                     if row.seq <= cursor:
                         continue
                     cursor = row.seq
                     if topics is None or row.topic in topics or row.type == TYPE_RESET:
-                        yield row.frame
+                        chunk.append(row.frame)
+                        size += len(row.frame)
+                        if size >= _CHUNK_BYTES:
+                            yield chunk[0] if len(chunk) == 1 else b"".join(chunk)
+                            chunk, size = [], 0
+                if chunk:
+                    yield chunk[0] if len(chunk) == 1 else b"".join(chunk)
                 continue
             now = loop.time()
             if now >= next_heartbeat:

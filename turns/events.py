@@ -110,7 +110,9 @@ def session_events_append(session_id: str, events: list[NewEvent], *, trace_id: 
         from covel import eventbus
 
         try:
-            eventbus.notify(session_id, last_seq)
+            # The committed rows ride along (when small): readers render them without reading
+            # the log back, which was most of an event's delivery latency (issue 18).
+            eventbus.notify(session_id, last_seq, wire_events(rows))
         except Exception as exc:  # the bus is outside the process: any failure is a fan-out failure
             session_fanout_failed(session_id, last_seq, exc, trace_id=trace_id)
 
@@ -173,6 +175,15 @@ def session_events_trim(session_id: str, *, keep: int) -> int:
         return 0
     deleted, _ = SessionEvent.objects.filter(session_id=session_id, seq__lte=head - keep).delete()
     return deleted
+
+
+def wire_events(rows) -> list[dict[str, Any]]:
+    """Committed SessionEvent rows (consecutive seqs) in the shape ``eventbus.notify`` carries
+    inline: ``[{"seq", "topic", "type", "payload", "at"}]`` (``at``: the frame's ``timestamp``,
+    covel.times.iso). A feed (turns.event_stream) renders the same frames from it as from the log."""
+    from covel.times import iso
+
+    return [{"seq": r.seq, "topic": r.topic, "type": r.type, "payload": r.payload, "at": iso(r.created_at)} for r in rows]
 
 
 def _append_rows(session_id: str, events: list[NewEvent]) -> tuple[list, int]:

@@ -6,20 +6,27 @@ frames are written to ``ExecutionFrame`` and then announced on the bus channel
 the index of the last persisted frame before them (``after``). Persisted frames are coalesced:
 held back and written by one bulk INSERT (one transaction) per flush, after
 ``FLUSH_WINDOW_SECONDS`` (checked at each emit), at once at the natural boundaries of
-``FLUSH_NOW_TYPES`` and the final frame, and at close (see ``ExecutionSink``).
+``FLUSH_NOW_TYPES`` and the final frame, and at close (see ``ExecutionSink``). Each flush is
+announced by one bus message carrying all its frames, ``{"k": "ps", "frames": [...]}`` (the relay
+still accepts the one-frame ``{"k": "p", ...}`` of earlier releases).
 
 Web side (``execution_stream``): an async generator of SSE chunks. It subscribes to the bus,
 reads the persisted frames from the database (so a client never misses one, whatever the bus
 lost), places each ephemeral frame right after the persisted frame it followed, numbers the
-envelopes ``seq`` 1, 2, ... and ends after the final frame (``execution.completed``, or the single
-``error.occurred`` of a rejection). While waiting it sends ``: keep-alive`` comments (the first
-one at once when nothing is stored yet, so the response head goes out with it).
+envelopes ``seq`` 1, 2, ..., writes the chunks of one wake-up as one body message, and ends
+after the final frame (``execution.completed``, or the single ``error.occurred`` of a rejection).
+While waiting it sends ``: keep-alive`` comments (the first one at once when nothing is stored
+yet, so the response head goes out with it).
 Wire shape (spec 004 §SSE 协议): ``data: <SseEnvelope JSON>\\n\\n``, no ``event:`` line.
 
 Recovery (every stream ends; ARCHITECTURE "Things every instance must agree on"):
 
 - Bus: a ``{"resync": true}`` after the Redis listener reconnected, or any message the relay does
-  not understand, makes it re-read the stored frames; so does every quiet ``poll_seconds``.
+  not understand, makes it re-read the stored frames; so does every quiet ``poll_seconds``. A read
+  that found nothing new doubles the next quiet wait, up to ``QUIET_POLL_MAX_SECONDS`` (and never
+  beyond the keep-alive interval); any bus message or frame brings it back to ``poll_seconds``, so a
+  queued turn costs a read every few seconds instead of every second (issue 18), and a lost
+  announcement is still found within ``QUIET_POLL_MAX_SECONDS``.
 - Database: a read that fails or takes longer than ``DB_READ_TIMEOUT_SECONDS`` closes this
   request's connection (a connection the server dropped stays broken inside Django until it is
   closed) and is retried at the next poll, keep-alives going on meanwhile. When reads keep failing
@@ -35,11 +42,12 @@ import json
 import logging
 import threading
 import time
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator, Callable, NamedTuple
 
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError, connection, transaction
 
+from covel.sqlrows import rows_insert
 from covel.times import wire_timestamp
 from covel import eventbus, metrics
 from turns.event_types import event_type_check
@@ -51,6 +59,8 @@ ERROR_OCCURRED = "error.occurred"
 NARRATIVE_DELTA = "narrative.delta"
 KEEPALIVE_CHUNK = ": keep-alive\n\n"
 POLL_SECONDS = 1.0
+#: Longest quiet wait between two safety-net reads of the stored frames (see module docstring).
+QUIET_POLL_MAX_SECONDS = 4.0
 STALE_CHECK_SECONDS = 5.0
 #: Bound of one database read of the relay (frames, reaper check); a slower read counts as failed.
 DB_READ_TIMEOUT_SECONDS = 5.0
@@ -78,6 +88,17 @@ def execution_channel(execution_id: str) -> str:
     return f"execution:{execution_id}"
 
 
+class _PendingFrame(NamedTuple):
+    """A persisted frame held back until the next flush (ExecutionSink._flush_locked)."""
+
+    index: int
+    type: str
+    turn_id: str
+    payload: dict[str, Any]
+    timestamp: str
+    is_final: bool
+
+
 class ExecutionSink:
     """The EventSink the engine writes an execution's frames to (thread-safe).
 
@@ -90,7 +111,8 @@ class ExecutionSink:
     frame never depends on the turn's own transaction; its position in the stream is kept.
 
     Coalescing: persisted frames are held in ``_pending`` and written by one bulk INSERT per
-    flush, then announced on the bus in index order (publish after persist, so a relay that
+    flush, then announced on the bus by one ``{"k": "ps", "frames": [...]}`` message in index
+    order (publish after persist, so a relay that
     reads the database on any announcement finds the frame). A flush happens when a frame of
     ``FLUSH_NOW_TYPES`` or the final frame is emitted, when the oldest held frame is at least
     ``FLUSH_WINDOW_SECONDS`` old at an emit, before an ephemeral frame is announced (its
@@ -152,8 +174,6 @@ class ExecutionSink:
         self.close()
 
     def _emit(self, type: str, payload: dict[str, Any], *, turn_id: str | None, ephemeral: bool, is_final: bool) -> None:
-        from turns.models import ExecutionFrame
-
         event_type_check(type)
         turn = turn_id if turn_id is not None else self.turn_id
         stamp = wire_timestamp()
@@ -168,10 +188,7 @@ class ExecutionSink:
             now = time.monotonic()
             if not self._pending:
                 self._pending_since = now
-            self._pending.append(ExecutionFrame(
-                execution_id=self.execution_id, index=self._index, type=type, turn_id=turn or "",
-                payload=payload, timestamp=stamp, is_final=is_final,
-            ))
+            self._pending.append(_PendingFrame(self._index, type, turn or "", payload, stamp, is_final))
             if connection.in_atomic_block:
                 transaction.on_commit(self.close)
                 return
@@ -185,16 +202,23 @@ class ExecutionSink:
             return
         frames, self._pending = self._pending, []
         try:
-            ExecutionFrame.objects.bulk_create(frames)
+            # Plain multi-row INSERT (covel.sqlrows): ~70 frames a full-game turn, and bulk_create's
+            # per-field preparation was the largest ORM cost left in a turn (issue 18 profile).
+            rows_insert(ExecutionFrame, ("execution", "index", "type", "turn_id", "payload", "timestamp", "is_final"),
+                        [(self.execution_id, f.index, f.type, f.turn_id, f.payload, f.timestamp, f.is_final) for f in frames])
         except IntegrityError:
             # Another writer (the reaper after it judged this worker dead) took these indexes;
             # this execution's stream is already closed.
             logger.warning("execution %s: frames %s..%s already taken", self.execution_id, frames[0].index, frames[-1].index)
             return
         self.persisted_count += len(frames)
-        for frame in frames:
-            self._publish({"k": "p", "index": frame.index, "type": frame.type, "turnId": frame.turn_id,
-                           "payload": frame.payload, "timestamp": frame.timestamp, "final": frame.is_final})
+        # One announcement per flush, not one per frame (issue 18: a turn's ~90 frames were ~90
+        # PUBLISH round trips here and ~90 wake-ups of the relay).
+        self._publish({"k": "ps", "frames": [
+            {"index": frame.index, "type": frame.type, "turnId": frame.turn_id, "payload": frame.payload,
+             "timestamp": frame.timestamp, "final": frame.is_final}
+            for frame in frames
+        ]})
 
     def _publish(self, message: dict[str, Any]) -> None:
         try:
@@ -274,6 +298,8 @@ class _Relay:
         ``{"resync": true}`` and any message of another shape (nothing to place: re-read).
         """
         kind = message.get("k")
+        if kind == "ps" and _frames_batch(message):
+            return message["frames"][0]["index"] > self.last_index + 1
         if kind == "p" and isinstance(message.get("index"), int):
             return message["index"] > self.last_index + 1
         if kind == "e" and isinstance(message.get("after"), int):
@@ -298,6 +324,18 @@ class _Relay:
                 keep.append(message)
         self.held = keep
         return out
+
+
+def _frames_batch(message: dict[str, Any]) -> bool:
+    """Whether ``message`` is a well-formed ``{"k": "ps", "frames": [...]}`` announcement: a
+    non-empty list of frame dicts with consecutive int indexes (what ``_flush_locked`` sends)."""
+    frames = message.get("frames")
+    if not isinstance(frames, list) or not frames:
+        return False
+    first = frames[0].get("index") if isinstance(frames[0], dict) else None
+    if not isinstance(first, int):
+        return False
+    return all(isinstance(f, dict) and f.get("index") == first + i for i, f in enumerate(frames))
 
 
 def _frames_read(execution_id: str, after_index: int) -> list[dict[str, Any]]:
@@ -405,25 +443,34 @@ async def execution_stream(
     metrics.stream_opened(metrics.STREAM_ACTION)
     try:
         _, chunks = await catch_up()
-        for chunk in chunks:
-            yield chunk
+        if chunks:
+            yield "".join(chunks)
         if not relay.finished and relay.seq == 0:
             # Nothing stored yet (a queued turn): send the response head now, not at the first frame.
             yield KEEPALIVE_CHUNK
         # last_frame: the last chunk of the execution (progress); last_output: the last bytes sent
         # (keep-alives included); last_check: the last reaper check.
         last_output = last_frame = last_check = time.monotonic()
+        quiet_wait = poll_seconds
+        quiet_max = max(poll_seconds, min(QUIET_POLL_MAX_SECONDS, keepalive_s))
         while not relay.finished:
             try:
-                message = await asyncio.wait_for(inbox.get(), timeout=poll_seconds)
+                # Never past the next keep-alive, however long the quiet wait has grown.
+                wait = min(quiet_wait, max(0.05, keepalive_s - (time.monotonic() - last_output)))
+                message = await asyncio.wait_for(inbox.get(), timeout=wait)
             except asyncio.TimeoutError:
                 message = None
             messages = [] if message is None else [message]
             while not inbox.empty():
                 messages.append(inbox.get_nowait())
             chunks = []
-            if not messages:
-                chunks.extend((await catch_up())[1])
+            if messages:
+                quiet_wait = poll_seconds
+            else:
+                ok, read = await catch_up()
+                chunks.extend(read)
+                # Nothing new and the read worked: wait longer before the next safety-net read.
+                quiet_wait = min(quiet_wait * 2, quiet_max) if ok and not read else poll_seconds
             caught_up = False
             for msg in messages:
                 if relay.finished:
@@ -433,8 +480,12 @@ async def execution_stream(
                     chunks.extend((await catch_up())[1])
                     caught_up = True
                 kind = msg.get("k")
-                if kind == "p" and isinstance(msg.get("index"), int):
+                if kind == "ps" and _frames_batch(msg):
                     # Never across a gap (a failed or partial read): the next read brings it in order.
+                    if msg["frames"][0]["index"] <= relay.last_index + 1:
+                        chunks.extend(relay.persisted(msg["frames"]))
+                elif kind == "p" and isinstance(msg.get("index"), int):
+                    # One frame (a sink of an earlier release during a rolling deploy).
                     if msg["index"] <= relay.last_index + 1:
                         chunks.extend(relay.persisted([msg]))
                 elif kind == "e" and isinstance(msg.get("after"), int):
@@ -442,8 +493,8 @@ async def execution_stream(
             now = time.monotonic()
             if chunks:
                 last_output = last_frame = now
-                for chunk in chunks:
-                    yield chunk
+                # One body message per wake-up: every frame that arrived together leaves in one write.
+                yield "".join(chunks)
                 continue
             if failing_since and now - max(failing_since[0], last_frame) >= outage_s:
                 logger.warning("execution %s: no database for %ss; ending the stream as interrupted", execution_id, outage_s)

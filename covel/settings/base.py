@@ -232,8 +232,10 @@ COVEL_CAN_RUN_RUNTIME_JOB_WITH_SERVER_SERVICES = env_bool("COVEL_CAN_RUN_RUNTIME
 # (celery inspect, cached per process); a queued turn no worker claimed within
 # COVEL_EXECUTION_PICKUP_SECONDS while no worker consumes `turns` ends its stream (no_worker_available);
 # a Celery worker's own Prometheus endpoint (covel/metrics.py) when COVEL_WORKER_METRICS_PORT is set.
-CELERY_WORKER_SEND_TASK_EVENTS = True
-CELERY_TASK_SEND_SENT_EVENT = True
+# COVEL_CELERY_TASK_EVENTS=0 turns the task events off (each task then costs no event PUBLISHes to
+# Redis; Flower can still switch them on at run time with its "enable events" control).
+CELERY_WORKER_SEND_TASK_EVENTS = env_bool("COVEL_CELERY_TASK_EVENTS", True)
+CELERY_TASK_SEND_SENT_EVENT = CELERY_WORKER_SEND_TASK_EVENTS
 COVEL_WORKER_CHECK_CACHE_SECONDS = env_int("COVEL_WORKER_CHECK_CACHE_SECONDS", 10, minimum=1, maximum=600)
 COVEL_WORKER_INSPECT_TIMEOUT_SECONDS = env_int("COVEL_WORKER_INSPECT_TIMEOUT_MS", 2000, minimum=100, maximum=30000) / 1000
 COVEL_EXECUTION_PICKUP_SECONDS = env_int("COVEL_EXECUTION_PICKUP_SECONDS", 60, minimum=1)

@@ -4,6 +4,13 @@
    subscribers of one session (median and p99). The committing thread is in this process and
    stamps the moment its transaction committed; subscribers are raw HTTP/1.0 sockets on this
    process's event loop, stamping the moment a frame's bytes arrive (client overhead included).
+   Anchor (issue 18), measured in the same run with the same client: a bare asyncio + Redis pub/sub
+   SSE server (tests/bench/event_fanout_bare.py); its publisher stamps the "commit" and PUBLISHes
+   the event on the session's Redis channel, the server (redis-py asyncio SUBSCRIBE) writes one SSE
+   frame to every connected client. The two servers alternate, LATENCY_ROUNDS rounds; printed:
+   every round's median/p99, the median over rounds of each figure, and the median over rounds of
+   the per-round ratio ours/anchor (each round's pair measured back to back: the steadier ratio on
+   a machine others load too). Target: p99 at 200 subscribers <= 1.5x the anchor.
 2. RSS (and thread count) of one fresh daphne process before and while it holds 1,000 idle
    subscriptions (1,000 sessions, one stream each).
 3. Foreign traffic (issue 18): CPU seconds (utime+stime, /proc) of a web process that idly watches
@@ -14,9 +21,11 @@
    long quiet window, and both must still deliver an event of the watched session afterwards.
 
 Targets (issue 8): p99 < 50 ms at 200 subscribers; < 150 MB RSS with 1,000 idle subscriptions.
+Issue 18: p99 at 200 subscribers <= 1.5x the bare asyncio + Redis server.
 Issue 18: a process receives only the sessions it serves (foreign traffic costs it ~nothing).
 
-Run: .venv/bin/python tests/bench/event_fanout.py [latency] [rss] [foreign]   (default: all; needs PostgreSQL at TEST_DATABASE_URL and
+Run: .venv/bin/python tests/bench/event_fanout.py [latency] [rss] [foreign] [--rounds N] [--inline-events]
+(default: all sections, LATENCY_ROUNDS rounds; --inline-events: see INLINE_EVENTS; needs PostgreSQL at TEST_DATABASE_URL and
 Redis at TEST_REDIS_URL, as `make test-hosted`; builds and drops its own test database)
 """
 from __future__ import annotations
@@ -32,11 +41,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "covel.settings.test_hosted")
 
-EVENTS_1 = 200
+EVENTS_1 = 100
 EVENTS_200 = 100
 GAP_SECONDS = 0.05
 IDLE_SUBSCRIPTIONS = 1000
 FOREIGN_MESSAGES = 50_000
+#: Rounds of the latency part; each round measures both servers (order alternating).
+LATENCY_ROUNDS = 4
 
 
 class Subscriber:
@@ -81,6 +92,11 @@ class Subscriber:
             self.task.cancel()
 
 
+#: ``--inline-events``: the commit's wake-up carries its rows (``eventbus.notify(..., events)``), as
+#: turns.events would publish with the change proposed for issue 18; simulated in this process only.
+INLINE_EVENTS = False
+
+
 def _append_paced(session_id: str, count: int, commits: dict[int, float]) -> None:
     from django.db import connections, transaction
 
@@ -93,23 +109,101 @@ def _append_paced(session_id: str, count: int, commits: dict[int, float]) -> Non
                 # Registered before the append's own on_commit (the publish): runs first after COMMIT.
                 transaction.on_commit(lambda: stamp.__setitem__("t", time.perf_counter()))
                 (row,) = session_events_append(session_id, [NewEvent(type="event.emitted", topic="game", payload={"i": i})])
+                if INLINE_EVENTS:
+                    from turns.event_stream import wire_events
+
+                    transaction.on_commit(lambda row=row: _inline_notify(session_id, row.seq, wire_events([row])))
             commits[row.seq] = stamp["t"]
             time.sleep(GAP_SECONDS)
     finally:
         connections.close_all()
 
 
-async def _latency(port: int, session_id: str, subscribers: int, events: int) -> list[float]:
+class _BareFanout:
+    """The latency anchor in its own process (tests/bench/event_fanout_bare.py) and its publisher:
+    ``publish_paced`` is the bare counterpart of ``_append_paced`` (stamp "commit", PUBLISH)."""
+
+    def __init__(self) -> None:
+        import subprocess
+
+        from django.conf import settings
+
+        from tests.turns.events_support import REPO, free_port
+
+        self.port = free_port()
+        # Pub/sub channels are global to the Redis server (not per db): unique per run.
+        self.prefix = f"covel-bench-bare:{os.getpid()}:"
+        self.url = settings.REDIS_URL
+        self.proc = subprocess.Popen(
+            [sys.executable, str(REPO / "tests" / "bench" / "event_fanout_bare.py"), str(self.port), self.url, self.prefix],
+            stdout=subprocess.PIPE, text=True,
+        )
+        assert self.proc.stdout.readline().strip() == "ready"
+        self.seq = 0
+
+    def head(self, session_id: str) -> int:
+        return self.seq
+
+    def publish_paced(self, session_id: str, count: int, commits: dict[int, float]) -> None:
+        import json
+
+        import redis
+
+        client = redis.Redis.from_url(self.url)
+        try:
+            for i in range(count):
+                self.seq += 1
+                t = time.perf_counter()
+                client.publish(self.prefix + session_id, json.dumps(
+                    {"seq": self.seq, "type": "event.emitted", "topic": "game", "payload": {"i": i}}))
+                commits[self.seq] = t
+                time.sleep(GAP_SECONDS)
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+
+def _our_head(session_id: str) -> int:
+    from sessions.models import Session
+    from tests.turns.events_support import in_thread
+
+    return in_thread(lambda: Session.objects.get(pk=session_id).event_seq)
+
+
+def _inline_notify(session_id: str, seq: int, events: list) -> None:
+    _NOTIFY(session_id, seq, events)
+
+
+_NOTIFY = None
+
+
+def _inline_events_on() -> None:
+    """Simulate the proposed turns.events change: its own seq-only wake-up becomes a no-op and the
+    benchmark's on_commit (right after it) publishes the rows inline."""
+    global INLINE_EVENTS, _NOTIFY
+    from covel import eventbus
+
+    INLINE_EVENTS, _NOTIFY = True, eventbus.notify
+    eventbus.notify = lambda session_id, seq, events=None: _NOTIFY(session_id, seq, events) if events else None
+
+
+async def _latency(port: int, session_id: str, subscribers: int, events: int, publish=None, head_of=None) -> list[float]:
+    """Commit → frame received samples (ms) of ``events`` paced commits seen by ``subscribers``
+    streams of ``session_id`` at ``port``; ``publish``/``head_of`` default to ours (append + head)."""
+    publish = publish or _append_paced
+    head_of = head_of or _our_head
     arrivals = [dict() for _ in range(subscribers)]
     subs = [Subscriber(port, session_id, arrivals[i]) for i in range(subscribers)]
     for i in range(0, subscribers, 50):
         await asyncio.gather(*(s.start() for s in subs[i:i + 50]))
-    from sessions.models import Session
-    from tests.turns.events_support import db
-
-    head = await db(lambda: Session.objects.get(pk=session_id).event_seq)
+    await asyncio.sleep(0.5)  # every subscription live, connect work done
+    head = await asyncio.to_thread(head_of, session_id)
     commits: dict[int, float] = {}
-    thread = threading.Thread(target=_append_paced, args=(session_id, events, commits))
+    thread = threading.Thread(target=publish, args=(session_id, events, commits))
     thread.start()
     while thread.is_alive():
         await asyncio.sleep(0.05)
@@ -255,6 +349,48 @@ async def _foreign_cpu(servers: list, watched: str) -> list[tuple[float, float, 
     return [(q, b, seq in got) for q, b, got in zip(quiet, busy, arrivals)]
 
 
+def _latency_part(env: dict[str, str], servers: list, rounds: int) -> None:
+    """Both servers alternately, ``rounds`` times; prints each round and the medians with ratios."""
+    from tests.turns.events_support import Daphne
+
+    ours = Daphne(env)
+    servers.append(ours)
+    bare = _BareFanout()
+    servers.append(bare)
+    runs = {"ours": ours, "bare": bare}
+    results: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
+    print(f"  delivery latency, commit -> frame received; {rounds} rounds, servers alternating"
+          f" (anchor: bare asyncio + Redis pub/sub SSE server, same client)")
+    for r in range(rounds):
+        order = ("ours", "bare") if r % 2 == 0 else ("bare", "ours")
+        for count, events in ((1, EVENTS_1), (200, EVENTS_200)):
+            for name in order:
+                server = runs[name]
+                if name == "ours":
+                    samples = asyncio.run(_latency(server.port, "bench-0", count, events))
+                else:
+                    samples = asyncio.run(_latency(server.port, "bench-0", count, events, bare.publish_paced, bare.head))
+                figures = (statistics.median(samples), _p(samples, 0.99), max(samples))
+                results.setdefault((name, count), []).append(figures)
+                print(f"    round {r + 1} {name:4} {count:>3} subscriber(s): median {figures[0]:6.2f} ms   p99 {figures[1]:6.2f} ms"
+                      f"   max {figures[2]:6.2f} ms   ({len(samples)} frames, {events} commits)")
+    print(f"  median over {rounds} rounds:")
+    for count, events in ((1, EVENTS_1), (200, EVENTS_200)):
+        o = [statistics.median(f[i] for f in results[("ours", count)]) for i in range(3)]
+        b = [statistics.median(f[i] for f in results[("bare", count)]) for i in range(3)]
+        target = "   (target: p99 <= 1.5x the anchor)" if count == 200 else ""
+        print(f"  {count:>3} subscriber(s): commit -> frame received  median {o[0]:6.2f} ms   p99 {o[1]:6.2f} ms   max {o[2]:6.2f} ms")
+        print(f"      anchor bare asyncio + Redis:          median {b[0]:6.2f} ms   p99 {b[1]:6.2f} ms   max {b[2]:6.2f} ms")
+        pairs = list(zip(results[("ours", count)], results[("bare", count)]))
+        r50 = statistics.median(x[0] / y[0] for x, y in pairs)
+        r99 = statistics.median(x[1] / y[1] for x, y in pairs)
+        print(f"      ratio of the medians above:           median {o[0] / b[0]:5.2f}x     p99 {o[1] / b[1]:5.2f}x")
+        print(f"      median of per-round ratios:           median {r50:5.2f}x     p99 {r99:5.2f}x{target}")
+    for server in (ours, bare):
+        server.stop()
+        servers.remove(server)
+
+
 def main() -> None:
     import django
 
@@ -290,19 +426,19 @@ def main() -> None:
         )
         connections.close_all()
 
-        sections = set(sys.argv[1:]) or {"latency", "rss", "foreign"}
+        args = sys.argv[1:]
+        rounds = LATENCY_ROUNDS
+        if "--rounds" in args:
+            at = args.index("--rounds")
+            rounds = int(args[at + 1])
+            del args[at:at + 2]
+        if "--inline-events" in args:
+            args.remove("--inline-events")
+            _inline_events_on()
+        sections = set(args) or {"latency", "rss", "foreign"}
         print(f"event fan-out, hosted shape (PostgreSQL + Redis), one daphne process, {os.cpu_count()} CPUs")
         if "latency" in sections:
-            server = Daphne(env)
-            servers.append(server)
-            for count, events in ((1, EVENTS_1), (200, EVENTS_200)):
-                samples = asyncio.run(_latency(server.port, "bench-0", count, events))
-                print(
-                    f"  {count:>3} subscriber(s): commit -> frame received  median {statistics.median(samples):6.2f} ms"
-                    f"   p99 {_p(samples, 0.99):6.2f} ms   max {max(samples):6.2f} ms   ({len(samples)} frames, {events} commits)"
-                )
-            server.stop()
-            servers.clear()
+            _latency_part(env, servers, rounds)
 
         if "rss" in sections:
             fresh = Daphne(env)

@@ -109,4 +109,6 @@ def test_subscribers_are_woken_after_commit_with_the_new_head():
         assert woken.wait(5)
     finally:
         unsubscribe()
-    assert received == [{"seq": 2}]
+    # one wake-up with the new head, carrying the committed rows (never the rolled-back one)
+    assert [m["seq"] for m in received] == [2]
+    assert [(e["seq"], e["type"]) for e in received[0]["events"]] == [(1, "a"), (2, "b")]

@@ -372,3 +372,47 @@ async def test_stream_ends_with_a_retryable_error_when_the_database_stays_away()
         await sse.frame()
         after = await sse.frame()
     assert (after.event, after.id) == ("after", "ep1:2")
+
+
+@override_settings(COVEL_EVENT_POLL_MS=60_000)
+async def test_a_wakeup_carrying_the_committed_rows_is_delivered_without_reading_the_log(monkeypatch):
+    # given a subscriber, and a count of the feed's log reads
+    reads: list[int] = []
+    original = event_stream._load_rows
+
+    def counted(*args, **kwargs):
+        reads.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(event_stream, "_load_rows", counted)
+    session = await db(make_session)
+    async with AsgiSse(f"sessionId={session.pk}") as sse:
+        await sse.frame()
+        # (hosted: the bus's new channel subscription makes the feed read the log once, to cover
+        # anything committed while it was being set up)
+        assert await sse.nothing_within(0.5)
+        before = len(reads)
+        # when two events commit (their wake-up carries the rows)
+        await db(append_events, session.pk, ["inline.one", "inline.two"])
+        frames = await sse.frames(2, timeout=5)
+    # then they arrive in order, rendered from the message, the log unread
+    assert [(f.event, f.id) for f in frames] == [("inline.one", "ep1:1"), ("inline.two", "ep1:2")]
+    assert frames[0].data["payload"] == {"n": 0} and frames[0].data["timestamp"].endswith("Z")
+    assert len(reads) == before
+
+
+@override_settings(COVEL_EVENT_POLL_MS=60_000)
+async def test_a_wakeup_whose_rows_leave_a_gap_makes_the_reader_read_the_log():
+    from covel import eventbus
+
+    # given a subscriber and two events stored whose own wake-up was lost
+    session = await db(make_session)
+    async with AsgiSse(f"sessionId={session.pk}") as sse:
+        await sse.frame()
+        seqs = await db(_events_store_without_wakeup, session.pk, ["gap.one", "gap.two"])
+        # when a wake-up arrives carrying only the second row (seq 1 is missing from it)
+        await db(eventbus.notify, session.pk, seqs[-1], [
+            {"seq": seqs[-1], "topic": "game", "type": "gap.two", "payload": {"n": 2}, "at": "2026-01-01T00:00:00.000Z"}])
+        frames = await sse.frames(2, timeout=5)
+    # then both come, from the log, in order
+    assert [(f.event, f.id) for f in frames] == [("gap.one", "ep1:1"), ("gap.two", "ep1:2")]

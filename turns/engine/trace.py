@@ -200,34 +200,20 @@ def trace_step_summary(event_type: str, payload: Any, *, digest: str | None = No
 
 
 def trace_rows_write(session_id: str, trace_id: str, records: list[TraceRecord]) -> None:
-    """Insert the TraceEvent rows of ``records`` (call inside the commit transaction or its own):
-    multi-row INSERT statements of at most TRACE_INSERT_BATCH rows, one timestamp for all.
+    """Insert the TraceEvent rows of ``records`` (call inside the commit transaction or its own),
+    one timestamp for all.
 
-    Plain SQL over the model's table instead of ``bulk_create``: Django prepares every field of
-    every row through its field machinery in Python (~80 rows × 10 fields a full-game turn, the
-    largest single piece of the commit's CPU in the issue 18 profile), while these columns are
-    known strings, integers and JSON. Values are adapted as the ORM adapts them
-    (``adapt_json_value``, ``adapt_datetimefield_value``), so the rows read back identically."""
-    from django.db import connection
+    Plain multi-row INSERTs (covel.sqlrows.rows_insert) instead of ``bulk_create``: Django
+    prepares every field of every row through its field machinery in Python (~80 rows × 10
+    fields a full-game turn, half of this write's CPU in the issue 18 profile), while these
+    columns are known strings, integers and JSON."""
     from django.utils import timezone
 
+    from covel.sqlrows import rows_insert
     from turns.models import TraceEvent
 
-    if not records:
-        return
-    ops = connection.ops
-    created = ops.adapt_datetimefield_value(timezone.now())
-    columns = ("session_id", "trace_id", "turn_id", "seq", "type", "plugin_id", "runtime_id", "payload", "summary", "created_at")
-    rows = [(session_id, trace_id, r.turn_id, r.seq, r.type, r.plugin_id, r.runtime_id, ops.adapt_json_value(r.payload, None),
-             ops.adapt_json_value(trace_step_summary(r.type, r.payload, digest=r.prompt_digest), None), created)
-            for r in records]
-    head = f'INSERT INTO "{TraceEvent._meta.db_table}" ({", ".join(columns)}) VALUES '
-    one = "(" + ", ".join(["%s"] * len(columns)) + ")"
-    with connection.cursor() as cursor:
-        for start in range(0, len(rows), TRACE_INSERT_BATCH):
-            batch = rows[start:start + TRACE_INSERT_BATCH]
-            cursor.execute(head + ", ".join([one] * len(batch)), [value for row in batch for value in row])
-
-
-#: Rows per INSERT of trace_rows_write (10 parameters a row; SQLite allows 32,766 per statement).
-TRACE_INSERT_BATCH = 500
+    created = timezone.now()
+    rows_insert(TraceEvent, ("session", "trace_id", "turn_id", "seq", "type", "plugin_id", "runtime_id", "payload",
+                             "summary", "created_at"),
+                [(session_id, trace_id, r.turn_id, r.seq, r.type, r.plugin_id, r.runtime_id, r.payload,
+                  trace_step_summary(r.type, r.payload, digest=r.prompt_digest), created) for r in records])
