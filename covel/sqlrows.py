@@ -80,7 +80,8 @@ def rows_insert(model: Any, fields: tuple[str, ...], rows: list[tuple]) -> None:
             adapters.append(lambda v, field=field: field.get_db_prep_save(v, connection))
         else:
             adapters.append(None)
-    head = f'INSERT INTO "{meta.db_table}" ({", ".join(chr(34) + meta.get_field(n).column + chr(34) for n in fields)}) VALUES '
+    columns = ", ".join(f'"{meta.get_field(name).column}"' for name in fields)
+    head = f'INSERT INTO "{meta.db_table}" ({columns}) VALUES '
     one = "(" + ", ".join(["%s"] * len(fields)) + ")"
     per_statement = max(1, INSERT_BATCH_PARAMS // len(fields))
     with connection.cursor() as cursor:

@@ -319,7 +319,6 @@ class _AppDaphne:
 async def _foreign_cpu(servers: list, watched: str) -> list[tuple[float, float, bool]]:
     """Per server: (CPU s over a quiet window, CPU s while FOREIGN_MESSAGES are published, whether
     an event of the watched session still arrived afterwards)."""
-    from tests.turns.events_support import db
 
     arrivals = [dict() for _ in servers]
     subs = [Subscriber(server.port, watched, arrivals[i]) for i, server in enumerate(servers)]

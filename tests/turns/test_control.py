@@ -18,7 +18,6 @@ from django.db import connections
 from django.test import Client
 from django.utils import timezone
 
-from covel import inprocess
 from sessions.models import ChatMessage, Session, TurnMessage
 from tests.turns.test_actions_helpers import action_body, post_action, session_make, stream_read
 from tests.turns.worker_support import WORKER_START_SECONDS, celery_worker_process  # noqa: F401 (fixture)

@@ -163,7 +163,7 @@ def turn_commit(*, session_id: str, plan: CommitPlan, results: list[RuntimeResul
 def _turn_commit_attempt(*, session_id: str, plan: CommitPlan, results: list[RuntimeResult], tracer: T.Tracer,
                          excluded: dict[int, dict[str, Any]], record_inputs: bool = True) -> CommitOutcome:
     from sessions.models import ChatMessage, Session, TurnMessage
-    from turns.models import InteractionRecord, RuntimeOutput, TurnResult
+    from turns.models import RuntimeOutput, TurnResult
 
     table = appliers()
     # Runtimes dropped by earlier attempts, in the order of ``results``.
