@@ -2,36 +2,84 @@
 
 Django builds and compiles a queryset in Python on every evaluation: for the handful of reads a
 turn makes every time (the session snapshot, the auto snapshot's capture) that was about half of
-their CPU in the issue 18 profile, more than the database's own work. ``rows_select`` issues the
-same SELECT as plain SQL over the model's table and column names (so a renamed column or table
-follows the model), and ``json_column`` / ``datetime_column`` convert the values as the fields
-would: JSON arrives as text on both backends (Django registers jsonb's loader as text),
-datetimes aware from PostgreSQL and naive UTC from SQLite. Anything not on a per-turn path
+their CPU in the issue 18 profile, more than the database's own work. ``rows_select_many`` issues
+several such SELECTs as ONE plain-SQL statement over the models' table and column names (so a
+renamed column or table follows the model), and ``json_column`` / ``datetime_column`` convert
+raw values as the fields would: JSON arrives as text on both backends (Django registers jsonb's
+loader as text), datetimes aware from PostgreSQL and naive UTC from SQLite. Anything not on a per-turn path
 keeps using the ORM.
 """
 from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 
-def rows_select(model: Any, fields: tuple[str, ...], where: str, params: list[Any], order: str,
-                limit: int | None = None) -> list[tuple]:
-    """Rows (tuples in ``fields`` order) of ``model``'s table: ``fields`` are model field names,
-    ``where`` SQL over column names with ``%s`` parameters ``params``, ``order`` an ORDER BY list
-    of column names (``"id DESC"``), ``limit`` an optional row count. Values come raw from the
-    driver: convert JSON with json_column, datetimes with datetime_column, SQLite's 0/1 with bool."""
-    from django.db import connection
+class RowsQuery(NamedTuple):
+    """One read of rows_select_many: rows of ``model``'s table, ``fields`` in this order (model
+    field names); ``where`` SQL over column names with ``%s`` parameters ``params``; ``order``
+    an ORDER BY list of column names (``"id DESC"``, ``"created_at, id"``); ``limit`` an optional
+    row count."""
 
-    meta = model._meta
-    columns = ", ".join(f'"{meta.get_field(name).column}"' for name in fields)
-    sql = f'SELECT {columns} FROM "{meta.db_table}" WHERE {where} ORDER BY {order}'
-    if limit:
-        sql += f" LIMIT {int(limit)}"
+    model: Any
+    fields: tuple[str, ...]
+    where: str
+    params: list[Any]
+    order: str
+    limit: int | None = None
+
+
+def rows_select_many(queries: list[RowsQuery], scalars: tuple[tuple[str, list[Any]], ...] = ()) -> list[Any]:
+    """The rows of every query in ``queries`` read by ONE statement (issue 18: a turn's session
+    snapshot was nine round trips): each query becomes a scalar subquery that aggregates its rows
+    into a JSON array of arrays (``json_group_array`` on SQLite, ``json_agg`` on PostgreSQL), in
+    the query's order. Returns, per query, its rows as lists in ``fields`` order, with values as
+    JSON gives them: JSONField values decoded already (do not json_column them again),
+    datetimes as ISO text (datetime_column reads it), SQLite booleans as 0/1 (use bool), UUIDs
+    as text. ``scalars``: further ``(sql, params)`` scalar subqueries (parenthesised SELECTs of one
+    value) read by the same statement; their raw values follow the row lists in the result.
+    Hand-rolled because neither Django nor the drivers batch unrelated SELECTs into
+    one round trip."""
+    from django.db import connection, models
+
+    if not queries and not scalars:
+        return []
+    postgres = connection.vendor == "postgresql"
+    parts, params = [], []
+    for query in queries:
+        meta = query.model._meta
+        wanted = []
+        for name in query.fields:
+            field = meta.get_field(name)
+            column = f's."{field.column}"'
+            if isinstance(field, models.JSONField) and not postgres:
+                column = f"json({column})"  # stored as text: embed it as JSON, not as a string
+            wanted.append(column)
+        order_columns = [part.split()[0] for part in query.order.split(",")]
+        inner_columns = list(dict.fromkeys([f'"{meta.get_field(name).column}"' for name in query.fields]
+                                           + [f'"{column.strip()}"' for column in order_columns]))
+        inner = f'SELECT {", ".join(inner_columns)} FROM "{meta.db_table}" WHERE {query.where} ORDER BY {query.order}'
+        if query.limit:
+            inner += f" LIMIT {int(query.limit)}"
+        if postgres:
+            # json_agg's own ORDER BY: the subquery's order is not an aggregate's guarantee.
+            outer_order = ", ".join(f"s.{part.strip()}" for part in query.order.split(","))
+            parts.append(f"(SELECT coalesce(json_agg(json_build_array({', '.join(wanted)}) ORDER BY {outer_order}), "
+                         f"'[]'::json)::text FROM ({inner}) s)")
+        else:
+            # SQLite 3.40 has no ORDER BY inside an aggregate; an ORDERed subquery under an
+            # aggregate is not flattened, so json_group_array reads it in that order.
+            parts.append(f"(SELECT json_group_array(json_array({', '.join(wanted)})) FROM ({inner}) s)")
+        params.extend(query.params)
+    for sql, scalar_params in scalars:
+        parts.append(sql)
+        params.extend(scalar_params)
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
+        cursor.execute("SELECT " + ", ".join(parts), params)
+        row = cursor.fetchone()
+    count = len(queries)
+    return [json.loads(value) if value else [] for value in row[:count]] + list(row[count:])
 
 
 def json_column(value: Any) -> Any:

@@ -50,7 +50,7 @@ from sessions.models import (
     Snapshot,
     TurnMessage,
 )
-from covel.sqlrows import datetime_column, json_column, rows_select
+from covel.sqlrows import RowsQuery, datetime_column, json_column, rows_select_many
 from covel.times import iso
 from sessions.selectors import cursor_decode, cursor_encode
 from turns.events import NewEvent, session_events_append
@@ -154,112 +154,104 @@ def _session_capture(session: Session) -> dict[str, Any]:
     return out
 
 
-# The capture's reads run after every committed turn (the auto snapshot): plain SQL over the
-# models' tables (covel.sqlrows), converted as the fields would be, so the payload is the same.
-def _characters_capture(session: Session) -> list[dict[str, Any]]:
+# The capture's reads run after every committed turn (the auto snapshot): ONE plain-SQL statement
+# over the models' tables (covel.sqlrows.rows_select_many), converted as the fields would be, so the
+# payload is the same. One statement is also one consistent view of every table on PostgreSQL.
+_CHARACTER_FIELDS = ("character_id", "name", "type", "aliases", "fields", "description", "version", "created_at")
+_LORE_FIELDS = ("entry_id", "owner", "plugin_id", "title", "keys", "content", "enabled", "priority", "strategy", "position",
+                "insertion_order", "metadata")
+_SUSPENSION_FIELDS = ("suspension_id", "turn_id", "plugin_id", "runtime_id", "resume_schema", "payload", "created_at")
+
+
+def _characters_of(rows: list[list[Any]]) -> list[dict[str, Any]]:
     return [
-        {"id": character_id, "name": name, "type": kind, "aliases": list(json_column(aliases) or []),
-         "fields": json_column(fields) or {}, "description": description, "version": version,
-         "createdAt": datetime_column(created).isoformat()}
-        for character_id, name, kind, aliases, fields, description, version, created in rows_select(
-            Character, ("character_id", "name", "type", "aliases", "fields", "description", "version", "created_at"),
-            "session_id = %s", [session.pk], "created_at, id")
+        {"id": character_id, "name": name, "type": kind, "aliases": list(aliases or []), "fields": fields or {},
+         "description": description, "version": version, "createdAt": datetime_column(created).isoformat()}
+        for character_id, name, kind, aliases, fields, description, version, created in rows
     ]
 
 
-def _lorebook_capture(session: Session) -> list[dict[str, Any]]:
-    fields = ("entry_id", "owner", "plugin_id", "title", "keys", "content", "enabled", "priority", "strategy", "position",
-              "insertion_order", "metadata")
+def _lorebook_of(rows: list[list[Any]]) -> list[dict[str, Any]]:
     return [
-        {"id": entry_id, "owner": owner, "pluginId": plugin_id, "title": title, "keys": list(json_column(keys) or []),
+        {"id": entry_id, "owner": owner, "pluginId": plugin_id, "title": title, "keys": list(keys or []),
          "content": content, "enabled": bool(enabled), "priority": priority, "strategy": strategy, "position": position,
-         "insertionOrder": insertion_order, "metadata": json_column(metadata) or {}}
+         "insertionOrder": insertion_order, "metadata": metadata or {}}
         for entry_id, owner, plugin_id, title, keys, content, enabled, priority, strategy, position, insertion_order, metadata
-        in rows_select(LorebookEntry, fields, "session_id = %s", [session.pk], "insertion_order, id")
+        in rows
     ]
 
 
-def _dimensions_capture(session: Session) -> list[dict[str, Any]]:
-    return [
-        {"id": dimension_id, "definition": json_column(definition), "value": json_column(value), "version": version}
-        for dimension_id, definition, value, version in rows_select(
-            DimensionValue, ("dimension_id", "definition", "value", "version"), "session_id = %s", [session.pk], "dimension_id")
-    ]
+def _dimensions_of(rows: list[list[Any]]) -> list[dict[str, Any]]:
+    return [{"id": dimension_id, "definition": definition, "value": value, "version": version}
+            for dimension_id, definition, value, version in rows]
 
 
-def _plugin_data_capture(session: Session) -> list[dict[str, Any]]:
-    rows = rows_select(PluginData, ("plugin_id", "namespace", "key", "value", "version", "created_at"),
-                       "session_id = %s", [session.pk], "plugin_id, namespace, key")
+def _plugin_data_of(rows: list[list[Any]]) -> list[dict[str, Any]]:
     return [
-        {"pluginId": plugin_id, "namespace": namespace, "key": key, "value": json_column(value), "version": version,
+        {"pluginId": plugin_id, "namespace": namespace, "key": key, "value": value, "version": version,
          "createdAt": datetime_column(created_at).isoformat()}
         for plugin_id, namespace, key, value, version, created_at in rows
     ]
 
 
-def _suspensions_capture(session: Session) -> list[dict[str, Any]]:
+def _suspensions_of(rows: list[list[Any]]) -> list[dict[str, Any]]:
     return [
         {"suspensionId": suspension_id, "turnId": turn_id, "pluginId": plugin_id, "runtimeId": runtime_id,
-         "resumeSchema": json_column(resume_schema), "payload": json_column(payload),
-         "createdAt": datetime_column(created_at).isoformat()}
-        for suspension_id, turn_id, plugin_id, runtime_id, resume_schema, payload, created_at in rows_select(
-            Suspension, ("suspension_id", "turn_id", "plugin_id", "runtime_id", "resume_schema", "payload", "created_at"),
-            "session_id = %s AND status = %s", [session.pk, "pending"], "created_at, id")
+         "resumeSchema": resume_schema, "payload": payload, "createdAt": datetime_column(created_at).isoformat()}
+        for suspension_id, turn_id, plugin_id, runtime_id, resume_schema, payload, created_at in rows
     ]
 
 
-def _marks_capture(session: Session) -> dict[str, Any]:
-    """The payload's single values, read in ONE statement of scalar subqueries (they were five
-    round trips per turn's auto snapshot): the character schema, the last turn message id, the
-    last committed turn id, and the chat boundary (last message and count). Plain SQL over the
-    models' tables: the ORM's compilation of these subqueries cost more than the round trips saved."""
-    from django.db import connection
-
+def _marks_sql(sid: str) -> tuple[tuple[str, list[Any]], ...]:
+    """The payload's single values as scalar subqueries: the character schema, the last turn
+    message id, the last committed turn id, and the chat boundary (last message and count)."""
     schema_t, turn_message_t = CharacterSchema._meta.db_table, TurnMessage._meta.db_table
     result_t, chat_t = TurnResult._meta.db_table, ChatMessage._meta.db_table
-    sql = (f'SELECT (SELECT schema FROM "{schema_t}" WHERE session_id = %s ORDER BY id LIMIT 1), '
-           f'(SELECT id FROM "{turn_message_t}" WHERE session_id = %s ORDER BY id DESC LIMIT 1), '
-           f'(SELECT turn_id FROM "{result_t}" WHERE session_id = %s AND committed = %s ORDER BY id DESC LIMIT 1), '
-           f'(SELECT message_id FROM "{chat_t}" WHERE session_id = %s ORDER BY id DESC LIMIT 1), '
-           f'(SELECT created_at FROM "{chat_t}" WHERE session_id = %s ORDER BY id DESC LIMIT 1), '
-           f'(SELECT COUNT(*) FROM "{chat_t}" WHERE session_id = %s)')
-    sid = session.pk
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [sid, sid, sid, True, sid, sid, sid])
-        schema, last_turn_message, last_turn, last_chat_id, last_chat_at, chat_count = cursor.fetchone()
-    if isinstance(schema, (str, bytes)):
-        schema = json.loads(schema)
-    return {"schema": schema, "last_turn_message": last_turn_message, "last_turn": last_turn,
-            "last_chat_id": last_chat_id, "last_chat_at": last_chat_at, "chat_count": chat_count}
+    return (
+        (f'(SELECT schema FROM "{schema_t}" WHERE session_id = %s ORDER BY id LIMIT 1)', [sid]),
+        (f'(SELECT id FROM "{turn_message_t}" WHERE session_id = %s ORDER BY id DESC LIMIT 1)', [sid]),
+        (f'(SELECT turn_id FROM "{result_t}" WHERE session_id = %s AND committed = %s ORDER BY id DESC LIMIT 1)', [sid, True]),
+        (f'(SELECT message_id FROM "{chat_t}" WHERE session_id = %s ORDER BY id DESC LIMIT 1)', [sid]),
+        (f'(SELECT created_at FROM "{chat_t}" WHERE session_id = %s ORDER BY id DESC LIMIT 1)', [sid]),
+        (f'(SELECT COUNT(*) FROM "{chat_t}" WHERE session_id = %s)', [sid]),
+    )
 
 
-def _boundary_capture(marks: dict[str, Any]) -> dict[str, Any] | None:
-    if marks["last_chat_id"] is None:
+def _boundary_capture(last_chat_id: str | None, last_chat_at: Any, chat_count: int | None) -> dict[str, Any] | None:
+    if last_chat_id is None:
         return None
-    created = datetime_column(marks["last_chat_at"])
-    return {"lastMessageId": marks["last_chat_id"], "createdAt": created.isoformat(), "count": marks["chat_count"] or 0}
+    return {"lastMessageId": last_chat_id, "createdAt": datetime_column(last_chat_at).isoformat(), "count": chat_count or 0}
 
 
 def _payload_capture(session: Session) -> dict[str, Any]:
-    """The complete stored payload of ``session`` as it is now (caller holds the lock)."""
-    marks = _marks_capture(session)
-    last_turn_message, last_turn = marks["last_turn_message"], marks["last_turn"]
+    """The complete stored payload of ``session`` as it is now (caller holds the lock): one
+    statement (issue 18: it was eleven reads per turn)."""
+    sid = [session.pk]
+    (character_rows, lore_rows, dimension_rows, plugin_rows, suspension_rows, schema, last_turn_message, last_turn,
+     last_chat_id, last_chat_at, chat_count) = rows_select_many([
+        RowsQuery(Character, _CHARACTER_FIELDS, "session_id = %s", sid, "created_at, id"),
+        RowsQuery(LorebookEntry, _LORE_FIELDS, "session_id = %s", sid, "insertion_order, id"),
+        RowsQuery(DimensionValue, ("dimension_id", "definition", "value", "version"), "session_id = %s", sid, "dimension_id"),
+        RowsQuery(PluginData, ("plugin_id", "namespace", "key", "value", "version", "created_at"), "session_id = %s", sid,
+                  "plugin_id, namespace, key"),
+        RowsQuery(Suspension, _SUSPENSION_FIELDS, "session_id = %s AND status = %s", [session.pk, "pending"], "created_at, id"),
+    ], _marks_sql(session.pk))
     return {
         "schemaVersion": SCHEMA_VERSION,
         "turnId": last_turn,
         "session": _session_capture(session),
-        "characters": _characters_capture(session),
-        "characterSchema": marks["schema"],
-        "lorebookEntries": _lorebook_capture(session),
-        "dimensions": _dimensions_capture(session),
-        "pluginData": _plugin_data_capture(session),
-        "suspensions": _suspensions_capture(session),
+        "characters": _characters_of(character_rows),
+        "characterSchema": json_column(schema),
+        "lorebookEntries": _lorebook_of(lore_rows),
+        "dimensions": _dimensions_of(dimension_rows),
+        "pluginData": _plugin_data_of(plugin_rows),
+        "suspensions": _suspensions_of(suspension_rows),
         # No runtime-export or compaction-summary store exists yet: the required keys are present and empty.
         "runtimeExports": [],
         "sessionSummaries": [],
         "compactedMessageSummaryIds": {},
         "messagesCursor": str(last_turn_message) if last_turn_message is not None else None,
-        "displayMessagesBoundary": _boundary_capture(marks),
+        "displayMessagesBoundary": _boundary_capture(last_chat_id, last_chat_at, chat_count),
     }
 
 
@@ -312,10 +304,11 @@ def snapshot_auto_refresh(session_id: str) -> Snapshot | None:
     continuation, retry) refreshes it once, after its last commit. Retention: one ``auto`` snapshot
     per session — the first is created, later ones overwrite its payload, ``turnId``,
     ``completedPlayerTurns`` and ``createdAt`` under the same id (manual and fork snapshots are never
-    touched). Appends ``state.snapshot.created`` (topic state) each time, in the same transaction.
+    touched; should an older copy exist, only the newest is refreshed). Appends ``state.snapshot.created`` (topic state) each time, in the same transaction.
     Precondition: the caller holds the session lock (the turn worker does). Returns the snapshot, or
     None when the session is gone or being deleted.
     """
+    from django.db import connection
     from django.utils import timezone
 
     with transaction.atomic():
@@ -323,22 +316,33 @@ def snapshot_auto_refresh(session_id: str) -> Snapshot | None:
         if session is None or session.deletion_state == Session.DELETION_DELETING:
             return None
         payload = _payload_capture(session)
-        autos = list(Snapshot.objects.select_for_update().filter(session=session, kind=Snapshot.KIND_AUTO)
-                     .order_by("-created_at", "-id").defer("data"))
-        if not autos:
+        size, turn_id = _payload_size(payload), payload.get("turnId") or ""
+        completed, created = payload["session"]["completedPlayerTurns"], timezone.now()
+        # One UPDATE of the newest auto snapshot, RETURNING what the caller gets (issue 18: it was
+        # a locking SELECT and an UPDATE per turn). The session lock (held by the caller) and this
+        # transaction keep it the only one: only this function creates auto snapshots.
+        table = Snapshot._meta.db_table
+        data = connection.ops.adapt_json_value(payload, Snapshot._meta.get_field("data").encoder)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f'UPDATE "{table}" SET data = %s, payload_size_bytes = %s, turn_id = %s, completed_player_turns = %s, '
+                f'created_at = %s WHERE id = (SELECT id FROM "{table}" WHERE session_id = %s AND kind = %s '
+                f'ORDER BY created_at DESC, id DESC LIMIT 1) RETURNING id, snapshot_id, label, parent_snapshot_id',
+                [data, size, turn_id, completed, connection.ops.adapt_datetimefield_value(created), session.pk,
+                 Snapshot.KIND_AUTO])
+            kept = cursor.fetchone()
+        if kept is None:
             return _snapshot_write(session, payload, kind=Snapshot.KIND_AUTO)
-        keep, extra = autos[0], autos[1:]
-        if extra:
-            Snapshot.objects.filter(pk__in=[r.pk for r in extra]).delete()
-        fields = {"payload_size_bytes": _payload_size(payload), "turn_id": payload.get("turnId") or "",
-                  "completed_player_turns": payload["session"]["completedPlayerTurns"], "created_at": timezone.now()}
-        Snapshot.objects.filter(pk=keep.pk).update(data=payload, **fields)
+        pk, snapshot_id, label, parent = kept
         session_events_append(session.id, [NewEvent(type=EVENT_SNAPSHOT_CREATED, topic=TOPIC_STATE, payload={
-            "snapshotId": keep.snapshot_id, "kind": Snapshot.KIND_AUTO, "turnId": payload.get("turnId") or None})])
+            "snapshotId": snapshot_id, "kind": Snapshot.KIND_AUTO, "turnId": turn_id or None})])
         # The row as just written, without reading the (history-sized) payload back and decoding it
         # per turn: ``data`` stays deferred and loads from the row if a caller reads it.
-        for name, value in fields.items():
-            setattr(keep, name, value)
+        keep = Snapshot(id=pk, session_id=session.pk, snapshot_id=snapshot_id, label=label, kind=Snapshot.KIND_AUTO,
+                        turn_id=turn_id, parent_snapshot_id=parent, completed_player_turns=completed,
+                        payload_size_bytes=size, created_at=created)
+        del keep.__dict__["data"]  # deferred, as a .defer("data") row
+        keep._state.adding, keep._state.db = False, connection.alias
         return keep
 
 

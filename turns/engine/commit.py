@@ -31,7 +31,7 @@ from turns.engine.cadence import TRIGGER_LEDGER_KEY, trigger_ledger_advance
 from turns.engine.appliers.narrative import story_content, story_segments
 from turns.engine.appliers.base import CommitContext, ProposalRejected
 from turns.engine.appliers.dimensions import dimension_receipt_keys
-from turns.engine.appliers.plugin_data import plugin_data_prefetch
+from turns.engine.appliers.plugin_data import plugin_data_flush, plugin_data_prefetch
 from turns.engine.appliers.interaction import InteractionInputsFailed, interaction_inputs_record, interaction_record
 from turns.engine.runtime import STATUS_FAILED, STATUS_SUCCESS, RuntimeResult, TurnInfo
 from plugins_app.toolkit import proposals as P
@@ -179,11 +179,14 @@ def _turn_commit_attempt(*, session_id: str, plan: CommitPlan, results: list[Run
             player_message_id = None
             if plan.player_input is not None:
                 pi = plan.player_input
-                if ChatMessage.objects.filter(session=session, message_id=pi.message_id).exists():
-                    raise InputAlreadyCommitted()
-                ChatMessage.objects.create(session=session, message_id=pi.message_id, role="user", kind="text",
-                                           content=pi.content, seat_id=pi.seat_id, turn_id=turn.turn_id,
-                                           metadata={"actions": pi.actions})
+                try:
+                    # The (session, message_id) unique constraint is the check (no SELECT first); the
+                    # failed statement ends this attempt, and the transaction rolls back whole.
+                    ChatMessage.objects.create(session=session, message_id=pi.message_id, role="user", kind="text",
+                                               content=pi.content, seat_id=pi.seat_id, turn_id=turn.turn_id,
+                                               metadata={"actions": pi.actions})
+                except IntegrityError:
+                    raise InputAlreadyCommitted() from None
                 TurnMessage.objects.create(session=session, turn_id=turn.turn_id, runtime_id="", role="user",
                                            content={"text": pi.rendered})
                 player_message_id = pi.message_id
@@ -207,6 +210,7 @@ def _turn_commit_attempt(*, session_id: str, plan: CommitPlan, results: list[Run
                     # Leaves the transaction (rolled back whole); turn_commit runs it again without this runtime.
                     raise _OptionalRuntimeFailed(index, {"runtimeId": result.runtime_id, "pluginId": result.plugin_id,
                                                          "code": code, "message": message}) from None
+            plugin_data_flush(ctx)  # the runtimes' plugin-data rows, in at most three statements
             for hook in plan.before_story:
                 hook(session)
             for result in results:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from covel.sqlrows import datetime_column, json_column, rows_select
+from covel.sqlrows import RowsQuery, datetime_column, rows_select_many
 from plugins_app.toolkit.state import CharacterRecord, LorebookEntry, MemoryMessage, WorldDimension
 
 #: How many chat messages the snapshot keeps for memory-search recall (spec 000: 最近 500 条).
@@ -107,24 +107,33 @@ def session_snapshot_load(session: Any) -> SessionSnapshot:
     """Load a SessionSnapshot for ``session`` (a sessions.models.Session row): its characters,
     character schema, dimensions (and their rules), plugin data, lorebook, the latest
     RECALL_MESSAGES chat messages and HISTORY_ROWS turn messages, and pending interactions.
-    Nine plain-SQL reads (covel.sqlrows: this runs every turn)."""
+    One plain-SQL statement of nine aggregated reads (covel.sqlrows.rows_select_many: this runs
+    every turn)."""
     from plugins_app.models import PluginData
     from sessions.models import Character, CharacterSchema, ChatMessage, DimensionValue, LorebookEntry as LoreRow, TurnMessage
     from turns.models import InteractionRecord
 
     sid = [session.pk]
+    (character_rows, schema_rows, dimension_rows, plugin_rows, lore_rows, recent, history_rows,
+     pending_rows) = rows_select_many([
+        RowsQuery(Character, ("character_id", "name", "type", "aliases", "description", "fields", "version", "created_at",
+                              "updated_at"), "session_id = %s", sid, "id"),
+        RowsQuery(CharacterSchema, ("schema",), "session_id = %s", sid, "id", 1),
+        RowsQuery(DimensionValue, ("dimension_id", "value", "version", "definition"), "session_id = %s", sid, "id"),
+        RowsQuery(PluginData, ("plugin_id", "namespace", "key", "value"), "session_id = %s", sid, "id"),
+        RowsQuery(LoreRow, ("entry_id", "keys", "content", "enabled"), "session_id = %s", sid, "id"),
+        RowsQuery(ChatMessage, ("role", "content", "message_id"), "session_id = %s", sid, "id DESC", RECALL_MESSAGES),
+        RowsQuery(TurnMessage, ("turn_id", "runtime_id", "role", "content"), "session_id = %s", sid, "id DESC", HISTORY_ROWS),
+        RowsQuery(InteractionRecord, ("turn_id", "interaction_id", "type", "plugin_id", "runtime_id", "spec"),
+                  "session_id = %s AND status = %s", [session.pk, "pending"], "id"),
+    ])
     characters = [
-        CharacterRecord(id=character_id, name=name, type=kind, aliases=tuple(json_column(aliases) or ()), description=description,
-                        fields=dict(json_column(fields) or {}), version=version, created_at=_iso(datetime_column(created)),
+        CharacterRecord(id=character_id, name=name, type=kind, aliases=tuple(aliases or ()), description=description,
+                        fields=dict(fields or {}), version=version, created_at=_iso(datetime_column(created)),
                         updated_at=_iso(datetime_column(updated)))
-        for character_id, name, kind, aliases, description, fields, version, created, updated in rows_select(
-            Character, ("character_id", "name", "type", "aliases", "description", "fields", "version", "created_at", "updated_at"),
-            "session_id = %s", sid, "id")
+        for character_id, name, kind, aliases, description, fields, version, created, updated in character_rows
     ]
-    schema_rows = rows_select(CharacterSchema, ("schema",), "session_id = %s", sid, "id", 1)
-    schema = json_column(schema_rows[0][0]) if schema_rows else None
-    dimension_rows = [(dimension_id, json_column(value), version, json_column(definition)) for dimension_id, value, version, definition in
-                      rows_select(DimensionValue, ("dimension_id", "value", "version", "definition"), "session_id = %s", sid, "id")]
+    schema = schema_rows[0][0] if schema_rows else None
     dimensions = [
         WorldDimension(id=dimension_id, value=value, version=version,
                        name=(definition or {}).get("name") if isinstance((definition or {}).get("name"), str) else None,
@@ -132,28 +141,21 @@ def session_snapshot_load(session: Any) -> SessionSnapshot:
         for dimension_id, value, version, definition in dimension_rows
     ]
     plugin_data: dict[tuple[str, str], dict[str, Any]] = {}
-    for plugin_id, namespace, key, value in rows_select(PluginData, ("plugin_id", "namespace", "key", "value"),
-                                                    "session_id = %s", sid, "id"):
-        plugin_data.setdefault((plugin_id, namespace), {})[key] = json_column(value)
+    for plugin_id, namespace, key, value in plugin_rows:
+        plugin_data.setdefault((plugin_id, namespace), {})[key] = value
     lorebook = [
-        LorebookEntry(id=entry_id, keys=tuple(json_column(keys) or ()), content=content, enabled=bool(enabled))
-        for entry_id, keys, content, enabled in rows_select(LoreRow, ("entry_id", "keys", "content", "enabled"),
-                                                        "session_id = %s", sid, "id")
+        LorebookEntry(id=entry_id, keys=tuple(keys or ()), content=content, enabled=bool(enabled))
+        for entry_id, keys, content, enabled in lore_rows
     ]
-    recent = rows_select(ChatMessage, ("role", "content", "message_id"), "session_id = %s", sid, "id DESC", RECALL_MESSAGES)
     recent.reverse()
     messages = [MemoryMessage(role=role, text=content, message_id=message_id) for role, content, message_id in recent if content]
-    history_rows = rows_select(TurnMessage, ("turn_id", "runtime_id", "role", "content"), "session_id = %s", sid, "id DESC",
-                           HISTORY_ROWS)
     history_rows.reverse()
-    history = [{"turn_id": turn_id, "runtime_id": runtime_id, "role": role, "content": json_column(content)}
+    history = [{"turn_id": turn_id, "runtime_id": runtime_id, "role": role, "content": content}
                for turn_id, runtime_id, role, content in history_rows]
     pending = [
         {"turn_id": turn_id, "interaction_id": interaction_id, "type": kind, "plugin_id": plugin_id,
-         "runtime_id": runtime_id, "spec": json_column(spec)}
-        for turn_id, interaction_id, kind, plugin_id, runtime_id, spec in rows_select(
-            InteractionRecord, ("turn_id", "interaction_id", "type", "plugin_id", "runtime_id", "spec"),
-            "session_id = %s AND status = %s", [session.pk, "pending"], "id")
+         "runtime_id": runtime_id, "spec": spec}
+        for turn_id, interaction_id, kind, plugin_id, runtime_id, spec in pending_rows
     ]
     metadata = dict(session.metadata or {})
     return SessionSnapshot(

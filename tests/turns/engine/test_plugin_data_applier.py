@@ -7,7 +7,7 @@ from plugins_app.models import PluginData
 from tests.turns.engine.support import session_create
 from turns.engine.appliers import appliers
 from turns.engine.appliers.base import CommitContext, ProposalRejected
-from turns.engine.appliers.plugin_data import plugin_data_forget, plugin_data_prefetch
+from turns.engine.appliers.plugin_data import plugin_data_flush, plugin_data_forget, plugin_data_prefetch
 from plugins_app.toolkit.proposals import Proposal
 
 pytestmark = pytest.mark.django_db
@@ -39,6 +39,7 @@ def test_batch_with_distinct_keys_creates_updates_and_deletes_in_one_go():
     with transaction.atomic():
         _apply(ctx, batch)
         _apply(ctx, Proposal("plugin.data", {"namespace": "n", "key": "new", "value": {"a": 2}}, plugin_id="notes"))
+        plugin_data_flush(ctx)
 
     assert _value(session, "n", "old") == (10, 2)
     assert _value(session, "n", "new") == ({"a": 2}, 2)
@@ -65,6 +66,7 @@ def test_batch_with_a_repeated_key_applies_entries_in_order():
     # when the batch is applied
     with transaction.atomic():
         _apply(ctx, batch)
+        plugin_data_flush(ctx)
 
     # then the key was deleted, created anew and updated once
     assert _value(session, "n", "k") == (6, 2)
@@ -86,6 +88,46 @@ def test_forgotten_cache_reads_the_rows_a_rollback_left():
 
         # when the same key is written again in the same commit
         _apply(ctx, write)
+        plugin_data_flush(ctx)
 
     # then it is created anew (version 1), not updated from the rolled-back row
     assert _value(session, "n", "k") == (1, 1)
+
+
+def test_a_commits_changes_reach_the_database_in_at_most_three_statements():
+    # given a stored key and a commit whose proposals update it, create two keys and delete one of
+    # them again, and delete another stored key
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    session = session_create(plugins=["notes"])
+    PluginData.objects.create(session=session, plugin_id="notes", namespace="n", key="old", value=1)
+    PluginData.objects.create(session=session, plugin_id="notes", namespace="n", key="gone", value=2)
+    ctx = CommitContext(session=session, turn_id="t1")
+    proposals = [
+        Proposal("plugin.data", {"namespace": "n", "key": "old", "value": 10}, plugin_id="notes"),
+        Proposal("plugin.data", {"namespace": "n", "key": "a", "value": "A"}, plugin_id="notes"),
+        Proposal("plugin.data", {"namespace": "n", "key": "brief", "value": "B"}, plugin_id="notes"),
+        Proposal("plugin.data.delete", {"namespace": "n", "key": "brief"}, plugin_id="notes"),
+        Proposal("plugin.data.delete", {"namespace": "n", "key": "gone"}, plugin_id="notes"),
+        Proposal("plugin.data", {"namespace": "n", "key": "old", "value": 11}, plugin_id="notes"),
+    ]
+    plugin_data_prefetch(ctx, proposals)
+
+    # when they are applied and flushed
+    with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+        for proposal in proposals:
+            _apply(ctx, proposal)
+        written_before_flush = len(queries.captured_queries)
+        plugin_data_flush(ctx)
+
+    # then nothing was written before the flush, the flush wrote one DELETE, one INSERT and one
+    # UPDATE, and the rows are the last values (the created-then-deleted key never stored)
+    assert written_before_flush == 0
+    verbs = [q["sql"].split()[0].upper() for q in queries.captured_queries
+             if q["sql"].split()[0].upper() in ("INSERT", "UPDATE", "DELETE")]
+    assert sorted(verbs) == ["DELETE", "INSERT", "UPDATE"]
+    assert _value(session, "n", "old") == (11, 3)
+    assert _value(session, "n", "a") == ("A", 1)
+    assert _value(session, "n", "brief") is None and _value(session, "n", "gone") is None
+    assert [c["op"] for e in ctx.events for c in e.payload["changes"]] == ["set", "set", "set", "delete", "delete", "set"]

@@ -21,7 +21,7 @@ from plugins_app.models import PluginData
 from sessions.models import DimensionValue
 from turns.engine import settlements as S
 from turns.engine.appliers.base import CommitContext, ProposalRejected
-from turns.engine.appliers.plugin_data import apply_plugin_data, plugin_data_forget, plugin_data_rows_get
+from turns.engine.appliers.plugin_data import apply_plugin_data, plugin_data_flush, plugin_data_forget, plugin_data_rows_get
 from plugins_app.toolkit import proposals as P
 from plugins_app.toolkit.proposals import Proposal
 
@@ -97,6 +97,7 @@ def _receipt_write(ctx: CommitContext, proposal: Proposal, previous: dict | None
 def _resolved_receipts_prune(ctx: CommitContext, plugin_id: str) -> None:
     """Delete the provider's resolved receipts beyond the newest ``RESOLVED_RECEIPTS_KEPT`` (one
     statement; housekeeping, so no plugin-data.changed event: nothing reads an old resolved receipt)."""
+    plugin_data_flush(ctx)  # the prune reads the rows: the receipts this commit wrote must be there
     resolved = (PluginData.objects.filter(session=ctx.session, plugin_id=plugin_id, namespace=S.SETTLEMENTS_NAMESPACE)
                 .exclude(value__status=S.STATUS_PENDING).order_by("-id").values("pk")[S.RESOLVED_RECEIPTS_KEPT:])
     pruned = PluginData.objects.filter(pk__in=models.Subquery(resolved)).delete()[0]

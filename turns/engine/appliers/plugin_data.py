@@ -7,8 +7,14 @@ runtimes are applied) loads every row the commit's plugin-data proposals name in
 a cache on the CommitContext; appliers read and update that cache instead of selecting each key,
 and fall back to the database for a key it does not know. The commit chain drops the cache
 (``plugin_data_forget``) when part of a commit is rolled back, since it may then hold rows that
-no longer exist. A batch with distinct keys is written with one DELETE, one bulk INSERT and one
-bulk UPDATE at most.
+no longer exist.
+
+Writes are held back too (issue 18: a full-game turn wrote its rows one statement each): the
+appliers change the cached rows and note them as pending; ``plugin_data_flush`` writes every
+pending change of the commit with one DELETE, one bulk INSERT and one bulk UPDATE at most. The
+commit chain flushes after the runtimes are applied, and anything that reads plugin-data rows
+from the database inside the commit (the settlement prune) flushes first. A key created and
+deleted in the same commit never reaches the database.
 """
 
 from __future__ import annotations
@@ -70,8 +76,10 @@ def plugin_data_prefetch(ctx: CommitContext, proposals: list[Proposal], extra: l
 
 
 def plugin_data_forget(ctx: CommitContext) -> None:
-    """Drop ctx's row cache (after a savepoint rollback); later reads go to the database."""
+    """Drop ctx's row cache and its unwritten changes (after a savepoint rollback); later reads go
+    to the database."""
     setattr(ctx, _CACHE_ATTR, None)
+    setattr(ctx, _PENDING_ATTR, None)
 
 
 def plugin_data_rows_get(ctx: CommitContext, plugin_id: str, keys: list[tuple[str, str]]) -> dict[Key, PluginData | None]:
@@ -93,78 +101,94 @@ def plugin_data_rows_get(ctx: CommitContext, plugin_id: str, keys: list[tuple[st
             match |= Q(namespace=namespace, key=key)
         for row in PluginData.objects.filter(match, session=ctx.session, plugin_id=plugin_id):
             out[(plugin_id, row.namespace, row.key)] = row
-        if cache is not None:
-            cache.update((full, out[full]) for full in missing)
+        if cache is None:
+            cache = {}
+            setattr(ctx, _CACHE_ATTR, cache)
+        cache.update((full, out[full]) for full in missing)
     return out
 
 
-def _remember(ctx: CommitContext, plugin_id: str, namespace: str, key: str, row: PluginData | None) -> None:
+_PENDING_ATTR = "plugin_data_pending"  # CommitContext attribute: _Pending
+
+
+class _Pending:
+    """The commit's unwritten plugin-data changes: new rows and changed rows by key (in the order
+    first touched), and the ids of stored rows to delete."""
+
+    def __init__(self) -> None:
+        self.creates: dict[Key, PluginData] = {}
+        self.updates: dict[Key, PluginData] = {}
+        self.deletes: list[int] = []
+
+
+def _pending(ctx: CommitContext) -> _Pending:
+    pending = getattr(ctx, _PENDING_ATTR, None)
+    if pending is None:
+        pending = _Pending()
+        setattr(ctx, _PENDING_ATTR, pending)
+    return pending
+
+
+def plugin_data_flush(ctx: CommitContext) -> None:
+    """Write ctx's pending plugin-data changes in the caller's transaction: one DELETE, one bulk
+    INSERT, one bulk UPDATE at most (in that order, so a key deleted and created again in the
+    same commit does not meet its old row). Call before reading plugin-data rows from the database
+    inside the commit, and before the commit ends (the commit chain does)."""
+    pending = getattr(ctx, _PENDING_ATTR, None)
+    if pending is None:
+        return
+    setattr(ctx, _PENDING_ATTR, None)
+    if pending.deletes:
+        PluginData.objects.filter(pk__in=pending.deletes).delete()
+    if pending.creates:
+        created = list(pending.creates.values())
+        PluginData.objects.bulk_create(created)
+        cache = getattr(ctx, _CACHE_ATTR, None)
+        if cache is not None and any(row.pk is None for row in created):
+            # A backend that does not return ids from bulk inserts: the next write reads the row.
+            for full, row in pending.creates.items():
+                cache.pop(full, None)
+    if pending.updates:
+        PluginData.objects.bulk_update(list(pending.updates.values()), ["value", "version", "updated_at"])
+
+
+def _remember(ctx: CommitContext, full: Key, row: PluginData | None) -> None:
     cache = getattr(ctx, _CACHE_ATTR, None)
-    if cache is not None:
-        # A row without a primary key (a backend that does not return ids from bulk inserts)
-        # cannot be updated from memory: forget it so the next write reads it.
-        if row is not None and row.pk is None:
-            cache.pop((plugin_id, namespace, key), None)
-        else:
-            cache[(plugin_id, namespace, key)] = row
+    if cache is None:
+        cache = {}
+        setattr(ctx, _CACHE_ATTR, cache)
+    cache[full] = row
 
 
 def _write(ctx: CommitContext, plugin_id: str, namespace: str, key: str, value: Any) -> dict[str, Any]:
-    row = plugin_data_rows_get(ctx, plugin_id, [(namespace, key)])[(plugin_id, namespace, key)]
+    full = (plugin_id, namespace, key)
+    row = plugin_data_rows_get(ctx, plugin_id, [(namespace, key)])[full]
+    pending = _pending(ctx)
+    now = timezone.now()
     if row is None:
-        row = PluginData.objects.create(session=ctx.session, plugin_id=plugin_id, namespace=namespace, key=key, value=value)
+        row = PluginData(session=ctx.session, plugin_id=plugin_id, namespace=namespace, key=key, value=value,
+                         created_at=now, updated_at=now)
+        pending.creates[full] = row
     else:
         row.value = value
         row.version += 1
-        row.save(update_fields=["value", "version", "updated_at"])
-    _remember(ctx, plugin_id, namespace, key, row)
+        row.updated_at = now
+        if full not in pending.creates:
+            pending.updates[full] = row
+    _remember(ctx, full, row)
     return {"namespace": namespace, "key": key, "op": "set", "version": row.version}
 
 
 def _delete(ctx: CommitContext, plugin_id: str, namespace: str, key: str) -> dict[str, Any]:
-    PluginData.objects.filter(session=ctx.session, plugin_id=plugin_id, namespace=namespace, key=key).delete()
-    _remember(ctx, plugin_id, namespace, key, None)
+    full = (plugin_id, namespace, key)
+    row = plugin_data_rows_get(ctx, plugin_id, [(namespace, key)])[full]
+    if row is not None:
+        pending = _pending(ctx)
+        if pending.creates.pop(full, None) is None:
+            pending.updates.pop(full, None)
+            pending.deletes.append(row.pk)
+    _remember(ctx, full, None)
     return {"namespace": namespace, "key": key, "op": "delete"}
-
-
-def _batch_write(ctx: CommitContext, plugin_id: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Apply checked batch entries with distinct (namespace, key): one read of the rows not in the
-    cache, then at most one DELETE, one bulk INSERT and one bulk UPDATE."""
-    rows = plugin_data_rows_get(ctx, plugin_id, [(e["namespace"], e["key"]) for e in entries])
-    deletes: list[int] = []
-    creates: list[PluginData] = []
-    updates: list[PluginData] = []
-    changes: list[dict[str, Any]] = []
-    now = timezone.now()
-    for entry in entries:
-        namespace, key = entry["namespace"], entry["key"]
-        row = rows[(plugin_id, namespace, key)]
-        if entry.get("delete"):
-            if row is not None:
-                deletes.append(row.pk)
-            rows[(plugin_id, namespace, key)] = None
-            changes.append({"namespace": namespace, "key": key, "op": "delete"})
-            continue
-        if row is None:
-            row = PluginData(session=ctx.session, plugin_id=plugin_id, namespace=namespace, key=key,
-                             value=entry.get("value"))
-            creates.append(row)
-        else:
-            row.value = entry.get("value")
-            row.version += 1
-            row.updated_at = now
-            updates.append(row)
-        rows[(plugin_id, namespace, key)] = row
-        changes.append({"namespace": namespace, "key": key, "op": "set", "version": row.version})
-    if deletes:
-        PluginData.objects.filter(pk__in=deletes).delete()
-    if creates:
-        PluginData.objects.bulk_create(creates)
-    if updates:
-        PluginData.objects.bulk_update(updates, ["value", "version", "updated_at"])
-    for (_plugin, namespace, key), row in rows.items():
-        _remember(ctx, plugin_id, namespace, key, row)
-    return changes
 
 
 def _changed(ctx: CommitContext, plugin_id: str, changes: list[dict[str, Any]]) -> None:
@@ -183,10 +207,9 @@ def apply_plugin_data_batch(ctx: CommitContext, proposal: Proposal) -> None:
     plugin_id = proposal.plugin_id or ""
     for entry in entries:
         plugin_id = _check(proposal.plugin_id, entry["namespace"], entry.get("value"), has_value=not entry.get("delete"))
-    if len({(e["namespace"], e["key"]) for e in entries}) == len(entries):
-        _changed(ctx, plugin_id, _batch_write(ctx, plugin_id, entries))
-        return
-    # A key written more than once: apply the entries one after the other.
+    plugin_data_rows_get(ctx, plugin_id, [(e["namespace"], e["key"]) for e in entries])  # one read for the rest
+    # Entries apply in order (a key written more than once ends as its last entry says); the
+    # rows reach the database with the commit's other changes (plugin_data_flush).
     changes = []
     for entry in entries:
         if entry.get("delete"):

@@ -9,6 +9,7 @@ from sessions.models import DimensionValue
 from tests.turns.engine.support import session_create
 from turns.engine.appliers import appliers
 from turns.engine.appliers.base import CommitContext, ProposalRejected
+from turns.engine.appliers.plugin_data import plugin_data_flush
 
 pytestmark = pytest.mark.django_db
 
@@ -16,8 +17,11 @@ STORM = {"name": "Storm", "schema": {"type": "integer"}, "initialValue": 5, "upd
 
 
 def _apply(ctx, kind, payload):
+    """Apply one proposal as the commit chain does: in a transaction, its held-back plugin-data
+    rows written before it ends."""
     with transaction.atomic():
         appliers()[kind](ctx, Proposal(kind, payload, plugin_id="world-init", runtime_id="world-init/x"))
+        plugin_data_flush(ctx)
 
 
 def _receipt(session, key):
