@@ -1,4 +1,4 @@
-"""Plain-SQL reads of model tables for per-turn hot paths (issue 18).
+"""Plain SQL over model tables for per-turn hot paths (issue 18).
 
 Django builds and compiles a queryset in Python on every evaluation: for the handful of reads a
 turn makes every time (the session snapshot, the auto snapshot's capture) that was about half of
@@ -111,10 +111,60 @@ def rows_insert(model: Any, fields: tuple[str, ...], rows: list[tuple]) -> None:
     other values go to the driver as they are. No defaults are applied and no ids come back: for
     per-turn bulk writes (trace rows, stream frames) whose callers know every column. Raises the
     driver's errors as Django's (IntegrityError on a unique constraint)."""
-    from django.db import connection, models
+    from django.db import connection
 
     if not rows:
         return
+    meta = model._meta
+    adapters = _adapters(model, fields)
+    columns = ", ".join(f'"{meta.get_field(name).column}"' for name in fields)
+    head = f'INSERT INTO "{meta.db_table}" ({columns}) VALUES '
+    one = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    per_statement = max(1, INSERT_BATCH_PARAMS // len(fields))
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), per_statement):
+            batch = rows[start:start + per_statement]
+            params = [value if adapt is None else adapt(value) for row in batch for value, adapt in zip(row, adapters)]
+            cursor.execute(head + ", ".join([one] * len(batch)), params)
+
+
+def rows_update(model: Any, fields: tuple[str, ...], rows: list[tuple]) -> None:
+    """UPDATE ``fields`` (model field names) of existing rows of ``model``: each row of ``rows`` is
+    its new values in ``fields`` order followed by its primary key. ONE executemany (PostgreSQL's
+    driver pipelines it into one round trip; SQLite loops in C) instead of ``bulk_update``'s
+    CASE WHEN per field and row, which Django builds in Python. Values are adapted as in
+    rows_insert; no ``auto_now`` is applied: pass the timestamp."""
+    from django.db import connection
+
+    if not rows:
+        return
+    meta = model._meta
+    adapters = _adapters(model, fields) + [None]
+    assignments = ", ".join(f'"{meta.get_field(name).column}" = %s' for name in fields)
+    sql = f'UPDATE "{meta.db_table}" SET {assignments} WHERE "{meta.pk.column}" = %s'
+    params = [[value if adapt is None else adapt(value) for value, adapt in zip(row, adapters)] for row in rows]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, params)
+
+
+def rows_delete(model: Any, pks: list[Any]) -> None:
+    """DELETE the rows of ``model`` whose primary key is in ``pks`` (one statement; no signals,
+    no cascades: for tables nothing references)."""
+    from django.db import connection
+
+    if not pks:
+        return
+    meta = model._meta
+    marks = ", ".join(["%s"] * len(pks))
+    with connection.cursor() as cursor:
+        cursor.execute(f'DELETE FROM "{meta.db_table}" WHERE "{meta.pk.column}" IN ({marks})', list(pks))
+
+
+def _adapters(model: Any, fields: tuple[str, ...]) -> list[Any]:
+    """Per field of ``fields``: the callable that adapts a value as the ORM would for the driver,
+    or None where the driver takes the value as it is (see rows_insert)."""
+    from django.db import connection, models
+
     ops, meta = connection.ops, model._meta
     adapters = []
     for name in fields:
@@ -128,12 +178,4 @@ def rows_insert(model: Any, fields: tuple[str, ...], rows: list[tuple]) -> None:
             adapters.append(lambda v, field=field: field.get_db_prep_save(v, connection))
         else:
             adapters.append(None)
-    columns = ", ".join(f'"{meta.get_field(name).column}"' for name in fields)
-    head = f'INSERT INTO "{meta.db_table}" ({columns}) VALUES '
-    one = "(" + ", ".join(["%s"] * len(fields)) + ")"
-    per_statement = max(1, INSERT_BATCH_PARAMS // len(fields))
-    with connection.cursor() as cursor:
-        for start in range(0, len(rows), per_statement):
-            batch = rows[start:start + per_statement]
-            params = [value if adapt is None else adapt(value) for row in batch for value, adapt in zip(row, adapters)]
-            cursor.execute(head + ", ".join([one] * len(batch)), params)
+    return adapters

@@ -316,19 +316,21 @@ def snapshot_auto_refresh(session_id: str) -> Snapshot | None:
         if session is None or session.deletion_state == Session.DELETION_DELETING:
             return None
         payload = _payload_capture(session)
-        size, turn_id = _payload_size(payload), payload.get("turnId") or ""
+        # The payload is serialised once: the stored text is the compact form payloadSizeBytes counts.
+        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+        size, turn_id = len(text.encode("utf-8")), payload.get("turnId") or ""
         completed, created = payload["session"]["completedPlayerTurns"], timezone.now()
         # One UPDATE of the newest auto snapshot, RETURNING what the caller gets (issue 18: it was
         # a locking SELECT and an UPDATE per turn). The session lock (held by the caller) and this
         # transaction keep it the only one: only this function creates auto snapshots.
         table = Snapshot._meta.db_table
-        data = connection.ops.adapt_json_value(payload, Snapshot._meta.get_field("data").encoder)
+        data = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
         with connection.cursor() as cursor:
             cursor.execute(
-                f'UPDATE "{table}" SET data = %s, payload_size_bytes = %s, turn_id = %s, completed_player_turns = %s, '
+                f'UPDATE "{table}" SET data = {data}, payload_size_bytes = %s, turn_id = %s, completed_player_turns = %s, '
                 f'created_at = %s WHERE id = (SELECT id FROM "{table}" WHERE session_id = %s AND kind = %s '
                 f'ORDER BY created_at DESC, id DESC LIMIT 1) RETURNING id, snapshot_id, label, parent_snapshot_id',
-                [data, size, turn_id, completed, connection.ops.adapt_datetimefield_value(created), session.pk,
+                [text, size, turn_id, completed, connection.ops.adapt_datetimefield_value(created), session.pk,
                  Snapshot.KIND_AUTO])
             kept = cursor.fetchone()
         if kept is None:
