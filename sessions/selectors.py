@@ -286,10 +286,14 @@ def action_kinds(session: Session, registry) -> dict[str, Any]:
     return {"kinds": kinds, "seats": seats}
 
 
-def seat_bound_character_ids(session: Session, seat: dict[str, Any]) -> list[str]:
-    """Characters a seat controls: ``"auto"`` binds every ``type: player`` character."""
+def seat_bound_character_ids(session: Session, seat: dict[str, Any], *,
+                             player_character_ids: list[str] | None = None) -> list[str]:
+    """Characters a seat controls: ``"auto"`` binds every ``type: player`` character (in creation
+    order; ``player_character_ids`` when the caller has read them already, else one query)."""
     characters = seat.get("characters")
     if characters == "auto":
+        if player_character_ids is not None:
+            return list(player_character_ids)
         return list(Character.objects.filter(session=session, type="player").order_by("created_at", "id")
                     .values_list("character_id", flat=True))
     return [c for c in characters or [] if isinstance(c, str)]

@@ -44,16 +44,17 @@ def seat_find(session, seat_id: str | None) -> dict[str, Any] | None:
     return next((s for s in seats if s.get("id") == seat_id), None)
 
 
-def seat_character_ids(session, seat: dict[str, Any]) -> list[str]:
-    """Character ids bound to ``seat`` (``characters: "auto"`` binds every ``type: player`` one)."""
+def seat_character_ids(session, seat: dict[str, Any], *, player_character_ids: list[str] | None = None) -> list[str]:
+    """Character ids bound to ``seat`` (``characters: "auto"`` binds every ``type: player`` one;
+    ``player_character_ids``: those, in creation order, when the caller read them already)."""
     from sessions.selectors import seat_bound_character_ids
 
-    return seat_bound_character_ids(session, seat)
+    return seat_bound_character_ids(session, seat, player_character_ids=player_character_ids)
 
 
-def seat_current_character_id(session, seat: dict[str, Any]) -> str | None:
+def seat_current_character_id(session, seat: dict[str, Any], *, player_character_ids: list[str] | None = None) -> str | None:
     """The seat's current character: ``currentCharacterId`` if bound, else its first bound character."""
-    bound = seat_character_ids(session, seat)
+    bound = seat_character_ids(session, seat, player_character_ids=player_character_ids)
     current = seat.get("currentCharacterId")
     if isinstance(current, str) and current in bound:
         return current

@@ -57,6 +57,7 @@ from turns.schemas import PAYLOAD_MODELS, ActionRequestIn
 from covel.times import wire_timestamp
 from turns.sse import ExecutionSink
 from turns.engine.ports import runtime_jobs_settle_wait as settle_wait
+from turns.engine.snapshot import session_snapshot_load
 
 logger = logging.getLogger("covel.turns")
 
@@ -167,7 +168,8 @@ def session_guard(session, request_type: str) -> None:
         )
 
 
-def actions_check(session, actions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def actions_check(session, actions: list[dict[str, Any]], *,
+                  player_character_ids: list[str] | None = None) -> list[dict[str, Any]]:
     """Checks 2–8 of spec 004 §submit_actions for each action in order; returns resolved actions.
 
     Resolved: ``seatId`` filled (the main seat when omitted) and, for kinds played as a character,
@@ -176,7 +178,9 @@ def actions_check(session, actions: list[dict[str, Any]]) -> list[dict[str, Any]
     404 seat_not_found, 409 seat_not_human, 409 unknown_action_kind, 409 action_kind_not_allowed,
     409 actor_not_bound, 400 invalid_action, 400 invalid_action_fields; an answer to a form whose
     plugin validator cannot run: 400 form_provider_inactive / form_provider_unavailable /
-    form_validator_undeclared (spec 004 §玩家交互). Reads only.
+    form_validator_undeclared (spec 004 §玩家交互). Reads only. ``player_character_ids``: the
+    session's ``type: player`` character ids in creation order, when the caller has them (the
+    worker's session snapshot), so seat bindings cost no query.
     """
     catalogue = selectors.action_kinds_catalogue(session)
     resolved: list[dict[str, Any]] = []
@@ -205,10 +209,10 @@ def actions_check(session, actions: list[dict[str, Any]]) -> list[dict[str, Any]
         if actor_id is not None:
             if not kind["actor"]:
                 raise ActionRejected(errors.ACTOR_NOT_BOUND, f"{where}: {kind_name} is not played as a character")
-            if actor_id not in selectors.seat_character_ids(session, seat):
+            if actor_id not in selectors.seat_character_ids(session, seat, player_character_ids=player_character_ids):
                 raise ActionRejected(errors.ACTOR_NOT_BOUND, f"{where}: character {actor_id} is not bound to seat {seat_id}")
         elif kind["actor"]:
-            actor_id = selectors.seat_current_character_id(session, seat)
+            actor_id = selectors.seat_current_character_id(session, seat, player_character_ids=player_character_ids)
         interaction = action.get("interaction")
         text = action.get("text")
         if interaction is not None:
@@ -496,7 +500,7 @@ def execution_cancel(execution_id: str) -> bool:
 
 def _engine_run(execution_id: str, sink: ExecutionSink, *, token, provider_keys: dict[str, str] | None,
                 session_id: str = "", plugin_settings: dict[str, Any] | None = None,
-                model_routing: dict[str, Any] | None = None, preloaded: tuple[Any, Any] | None = None):
+                model_routing: dict[str, Any] | None = None, preloaded: tuple[Any, ...] | None = None):
     """Call the engine entry ``turns.engine.run.execution_run(execution_id, sink, cancel=...,
     provider_keys=..., code_grants=...)``; ``token`` is the execution's control token
     (``turns.control``); community code is checked against the session's grants as they are when it loads."""
@@ -595,15 +599,12 @@ def _execution_requeue(execution: Execution, request_context: "control.RequestCo
 def _execution_run_claimed(execution_id: str, execution_control: "control.ExecutionControl", *,
                            hostname: str = "", seen: dict[str, Any] | None = None) -> str | None:
     now = timezone.now()
-    claimed = Execution.objects.filter(pk=execution_id, status=Execution.STATUS_QUEUED).update(
-        status=Execution.STATUS_RUNNING, claimed_by=_worker_id(), claimed_at=now, heartbeat_at=now
-    )
-    if not claimed:
+    execution = _execution_claim(execution_id, now)
+    if execution is None:
         logger.info("execution %s already claimed; skipping", execution_id)
         return None
     execution_control.claimed()
     request_context = control.request_context_take(execution_id)
-    execution = Execution.objects.get(pk=execution_id)
     metrics.turn_stage_observe("queue", (now - execution.created_at).total_seconds())
     if seen is not None:
         seen["created_at"] = execution.created_at  # for the "total" stage, without another read
@@ -624,9 +625,10 @@ def _execution_run_claimed(execution_id: str, execution_control: "control.Execut
                     return _execution_requeue(execution, request_context)
                 Execution.objects.filter(pk=execution.pk).update(started_at=timezone.now(), heartbeat_at=timezone.now())
                 execution_control.started()
-                session = _admit_in_lock(execution)
+                session, snapshot = _admit_in_lock(execution)
                 ran = time.monotonic()
-                outcome = _engine_run(str(execution.id), sink, token=execution_control.token, preloaded=(execution, session),
+                outcome = _engine_run(str(execution.id), sink, token=execution_control.token,
+                                      preloaded=(execution, session, snapshot),
                                       provider_keys=request_context.keys if request_context else None,
                                       model_routing=request_context.routing if request_context else None,
                                       session_id=str(execution.session_id),
@@ -665,6 +667,23 @@ def _execution_run_claimed(execution_id: str, execution_control: "control.Execut
     return _finish(execution, sink, result)
 
 
+def _execution_claim(execution_id: str, now) -> Execution | None:
+    """Claim a queued execution (queued → running, this worker, ``now``) and read it back in ONE
+    statement: UPDATE … RETURNING through the ORM's ``raw()``, which converts the returned columns
+    as the fields do (issue 18: it was an UPDATE and a SELECT per turn). None when it was not
+    queued (a redelivered or duplicate task)."""
+    from django.db import connection
+
+    meta = Execution._meta
+    columns = ", ".join(f'"{field.column}"' for field in meta.concrete_fields)
+    stamp = connection.ops.adapt_datetimefield_value(now)
+    sql = (f'UPDATE "{meta.db_table}" SET "status" = %s, "claimed_by" = %s, "claimed_at" = %s, "heartbeat_at" = %s '
+           f'WHERE "{meta.pk.column}" = %s AND "status" = %s RETURNING {columns}')
+    rows = list(Execution.objects.raw(sql, [Execution.STATUS_RUNNING, _worker_id(), stamp, stamp,
+                                            meta.pk.get_db_prep_value(execution_id, connection), Execution.STATUS_QUEUED]))
+    return rows[0] if rows else None
+
+
 def _auto_snapshot(session_id: str, outcome: Any) -> None:
     """After an execution committed (still holding the session lock): refresh the session's ``auto``
     snapshot (turns.snapshots.snapshot_auto_refresh, spec 004 §Snapshot / Fork). The turn is already
@@ -682,19 +701,23 @@ def _auto_snapshot(session_id: str, outcome: Any) -> None:
 def _admit_in_lock(execution: Execution):
     """Repeat the admission checks on the session as it is now (it may have changed while we
     waited for the lock), then refuse an inputMessageId a committed turn already saved.
-    Returns the Session row it checked (current while the lock is held)."""
+    Returns the Session row it checked and the SessionSnapshot loaded from it (both current
+    while the lock is held)."""
     from sessions.models import Session
 
     session = Session.objects.get(pk=execution.session_id)
     session_guard(session, execution.type)
+    # The turn's session snapshot, read once here under the lock: the checks use its characters
+    # and the engine starts from it (nothing can commit in between).
+    snapshot = session_snapshot_load(session)
     if execution.type == "submit_actions":
-        actions_check(session, execution.payload.get("actions", []))
+        actions_check(session, execution.payload.get("actions", []), player_character_ids=snapshot.player_character_ids())
     if execution.input_message_id and selectors.input_message_committed(execution.session_id, execution.input_message_id):
         raise ExecutionRejected(
             errors.INPUT_ALREADY_COMMITTED,
             f"Input {execution.input_message_id} was already committed with a turn; do not resend it",
         )
-    return session
+    return session, snapshot
 
 
 def _abort_before_start(execution: Execution, sink: ExecutionSink) -> str:

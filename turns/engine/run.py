@@ -165,7 +165,7 @@ def execution_run(
     model_router: ModelRouter | None = None,
     code_grants: CodeGrants | None = None,
     model_routing: dict[str, Any] | None = None,
-    preloaded: tuple[Any, Any] | None = None,
+    preloaded: tuple[Any, ...] | None = None,
 ) -> ExecutionOutcome:
     """Run one claimed execution (see module docstring).
 
@@ -184,15 +184,18 @@ def execution_run(
     (``{"slotConfig"?: <X-Slot-Config JSON>, "relay"?: <X-Model-Relay channel id>}``): bound slots
     use the request's presets (turns.engine.providers.routing), and in the shared tiers their
     loopback/LAN endpoints are reached through that relay channel (covel.model_relay).
-    preloaded: ``(execution, session)`` rows the caller read under the session lock (so the
-    engine does not read them again); default: read here.
+    preloaded: ``(execution, session)`` rows the caller read under the session lock, optionally
+    followed by the SessionSnapshot it loaded from that session row (so the engine does not read
+    them again); default: read here.
     Preconditions: the caller holds the session lock for the whole call.
     """
     from sessions.models import Session
     from turns.models import Execution
 
+    snapshot = None
     if preloaded is not None:
-        execution, session = preloaded
+        execution, session, *rest = preloaded
+        snapshot = rest[0] if rest else None
     else:
         execution = Execution.objects.get(pk=execution_id)
         session = Session.objects.get(pk=execution.session_id)
@@ -221,6 +224,7 @@ def execution_run(
                      plugin_registry=plugin_registry, router=model_router, plugin_settings=plugin_settings,
                      code_grants=code_grants)
     runner.session_row = session  # the first snapshot loads from it (nothing committed since it was read)
+    runner.snapshot_row = snapshot  # or is this one, loaded from that row
     return runner.run(payload)
 
 
@@ -250,14 +254,17 @@ class _Runner:
         self.last_results: list[Any] = []  # the runtime results of the last turn run
         self.recovered_from: str | None = None  # recoverFromTurnId, once checked
         self.session_row: Any = None  # a Session row still current, used once by _env
+        self.snapshot_row: Any = None  # a SessionSnapshot still current (of session_row), used once by _env
 
     def _env(self) -> ExecutionEnv:
         from sessions.models import Session
 
         session, self.session_row = self.session_row, None
-        if session is None:
-            session = Session.objects.get(pk=self.session_id)
-        snapshot = session_snapshot_load(session)
+        snapshot, self.snapshot_row = self.snapshot_row, None
+        if snapshot is None:
+            if session is None:
+                session = Session.objects.get(pk=self.session_id)
+            snapshot = session_snapshot_load(session)
         records = _plugin_records(self.plugin_registry, snapshot.active_plugins, snapshot.metadata)
         community_entries_load(self.plugin_registry, records, self.code_grants)
         tool_registry, executor = tools_for_registry(self.plugin_registry)

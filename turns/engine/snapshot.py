@@ -9,11 +9,13 @@ upstream proposals, then the runtime's own).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from covel.sqlrows import RowsQuery, datetime_column, rows_select_many
 from plugins_app.toolkit.state import CharacterRecord, LorebookEntry, MemoryMessage, WorldDimension
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 #: How many chat messages the snapshot keeps for memory-search recall (spec 000: 最近 500 条).
 RECALL_MESSAGES = 500
 #: How many prompt-history rows (turn_messages) the snapshot keeps.
@@ -62,6 +64,14 @@ class SessionSnapshot:
     def runtime_model_overrides(self) -> dict[str, str]:
         value = self.metadata.get("runtimeModelOverrides")
         return value if isinstance(value, dict) else {}
+
+    def player_character_ids(self) -> list[str]:
+        """The ids of the ``type: player`` characters in creation order (created_at, then id: the
+        characters are held in id order and the sort is stable), as a seat with ``characters:
+        "auto"`` binds them (sessions.selectors.seat_bound_character_ids)."""
+        players = [c for c in self.characters if c.type == "player"]
+        players.sort(key=lambda c: datetime.fromisoformat(c.created_at.replace("Z", "+00:00")) if c.created_at else _EPOCH)
+        return [c.id for c in players]
 
 
 def dimension_rules_of(rows) -> dict[str, str]:
