@@ -179,16 +179,13 @@ def _turn_commit_attempt(*, session_id: str, plan: CommitPlan, results: list[Run
             player_message_id = None
             if plan.player_input is not None:
                 pi = plan.player_input
-                try:
-                    # The (session, message_id) unique constraint is the check (no SELECT first); the
-                    # failed statement ends this attempt, and the transaction rolls back whole.
-                    ChatMessage.objects.create(session=session, message_id=pi.message_id, role="user", kind="text",
-                                               content=pi.content, seat_id=pi.seat_id, turn_id=turn.turn_id,
-                                               metadata={"actions": pi.actions})
-                except IntegrityError:
-                    raise InputAlreadyCommitted() from None
-                TurnMessage.objects.create(session=session, turn_id=turn.turn_id, runtime_id="", role="user",
-                                           content={"text": pi.rendered})
+                # Queued with the turn's other messages (CommitContext.messages_flush); the
+                # (session, message_id) unique constraint is the already-committed check.
+                ctx.message_add(ChatMessage(session=session, message_id=pi.message_id, role="user", kind="text",
+                                            content=pi.content, seat_id=pi.seat_id, turn_id=turn.turn_id,
+                                            metadata={"actions": pi.actions}),
+                                TurnMessage(session=session, turn_id=turn.turn_id, runtime_id="", role="user",
+                                            content={"text": pi.rendered}))
                 player_message_id = pi.message_id
             answers_save(session, plan.answers, turn.turn_id)
             if record_inputs:
@@ -211,17 +208,21 @@ def _turn_commit_attempt(*, session_id: str, plan: CommitPlan, results: list[Run
                     raise _OptionalRuntimeFailed(index, {"runtimeId": result.runtime_id, "pluginId": result.plugin_id,
                                                          "code": code, "message": message}) from None
             plugin_data_flush(ctx)  # the runtimes' plugin-data rows, in at most three statements
+            if plan.before_story:
+                _messages_flush(ctx, player_message_id)  # the hooks write messages of their own after these
             for hook in plan.before_story:
                 hook(session)
             for result in results:
                 if result.is_story and result.status == STATUS_SUCCESS and result.text:
                     segments = story_segments(result.text)
-                    ChatMessage.objects.create(session=session, message_id=str(uuid.uuid4()), role="assistant", kind="story",
-                                               content=story_content(segments, result.text), turn_id=turn.turn_id,
-                                               metadata={"pluginId": result.plugin_id, "runtimeId": result.runtime_id,
-                                                         "segments": segments})
-                    TurnMessage.objects.create(session=session, turn_id=turn.turn_id, runtime_id=result.runtime_id,
-                                               role="assistant", content={"text": result.text})
+                    ctx.message_add(
+                        ChatMessage(session=session, message_id=str(uuid.uuid4()), role="assistant", kind="story",
+                                    content=story_content(segments, result.text), turn_id=turn.turn_id,
+                                    metadata={"pluginId": result.plugin_id, "runtimeId": result.runtime_id,
+                                              "segments": segments}),
+                        TurnMessage(session=session, turn_id=turn.turn_id, runtime_id=result.runtime_id,
+                                    role="assistant", content={"text": result.text}))
+            _messages_flush(ctx, player_message_id)
             RuntimeOutput.objects.bulk_create([
                 RuntimeOutput(session=session, output_id=str(uuid.uuid4()), turn_id=turn.turn_id, plugin_id=r.plugin_id,
                               runtime_id=r.runtime_id, status=r.status, output=_runtime_output_json(r, session))
@@ -286,6 +287,17 @@ def _turn_commit_attempt(*, session_id: str, plan: CommitPlan, results: list[Run
     except IntegrityError as exc:
         raise CommitFailed("commit_conflict", f"the turn could not be committed: {exc}") from None
     return CommitOutcome(committed=True, failed_proposals=failed, events=rows, player_message_id=player_message_id)
+
+
+def _messages_flush(ctx: CommitContext, player_message_id: str | None) -> None:
+    """Insert the commit's queued chat and history rows; a player message id already stored (the
+    rows' unique constraint) is InputAlreadyCommitted, and the failed statement ends the attempt."""
+    try:
+        ctx.messages_flush()
+    except IntegrityError:
+        if player_message_id is None:
+            raise
+        raise InputAlreadyCommitted() from None
 
 
 def turn_failure_record(*, session_id: str, plan: CommitPlan, results: list[RuntimeResult], tracer: T.Tracer,

@@ -30,11 +30,11 @@ def apply_narrative_append(ctx: CommitContext, proposal: Proposal) -> None:
     payload = proposal.payload
     role = payload.get("role") or "assistant"
     segments = payload.get("segments") or story_segments(payload["text"])
-    message = ChatMessage.objects.create(
+    message = ChatMessage(
         session=ctx.session, message_id=str(uuid.uuid4()), role=role, kind="story",
         content=story_content(segments, payload["text"]), turn_id=ctx.turn_id,
         metadata={"pluginId": proposal.plugin_id, "runtimeId": proposal.runtime_id, "segments": segments},
     )
-    TurnMessage.objects.create(session=ctx.session, turn_id=ctx.turn_id, runtime_id=proposal.runtime_id or "",
-                               role=role, content={"text": payload["text"]})
+    ctx.message_add(message, TurnMessage(session=ctx.session, turn_id=ctx.turn_id, runtime_id=proposal.runtime_id or "",
+                                         role=role, content={"text": payload["text"]}))
     ctx.messages.append(message)

@@ -16,10 +16,11 @@ TOPIC_UI = "ui"
 
 def apply_ui_render(ctx: CommitContext, proposal: Proposal) -> None:
     block = dict(proposal.payload)
-    message = ChatMessage.objects.create(
+    message = ChatMessage(
         session=ctx.session, message_id=str(uuid.uuid4()), role="system", kind="ui", content="", turn_id=ctx.turn_id,
         metadata={"block": block, "pluginId": proposal.plugin_id, "runtimeId": proposal.runtime_id},
     )
+    ctx.message_add(message)
     ctx.messages.append(message)
     ctx.event(UI_RENDERED, TOPIC_UI, {"messageId": message.message_id, "block": block, "pluginId": proposal.plugin_id,
                                       "runtimeId": proposal.runtime_id})
