@@ -85,8 +85,12 @@ def session_event_cursor(session) -> str:
     return f"{session.event_epoch}:{session.event_seq}"
 
 
-def session_events_append(session_id: str, events: list[NewEvent], *, trace_id: str = "") -> list:
+def session_events_append(session_id: str, events: list[NewEvent], *, trace_id: str = "",
+                          session_fields: dict[str, Any] | None = None) -> list:
     """Append ``events`` to the session's log in the caller's transaction; returns the SessionEvent rows.
+    ``session_fields`` ({Session field name: value}): further columns of the session row to write
+    in the same UPDATE that advances its event head (the commit chain's clock fields: one
+    statement instead of two).
 
     Must run inside ``transaction.atomic()`` (RuntimeError otherwise). Seqs are consecutive and
     strictly increasing per session, and commit in seq order (the session row lock serializes
@@ -104,7 +108,7 @@ def session_events_append(session_id: str, events: list[NewEvent], *, trace_id: 
         event_type_check(event.type)
     if not transaction.get_connection().in_atomic_block:
         raise RuntimeError("session_events_append must be called inside transaction.atomic()")
-    rows, last_seq = _append_rows(session_id, events)
+    rows, last_seq = _append_rows(session_id, events, session_fields=session_fields)
 
     def _wake() -> None:
         from covel import eventbus
@@ -186,7 +190,8 @@ def wire_events(rows) -> list[dict[str, Any]]:
     return [{"seq": r.seq, "topic": r.topic, "type": r.type, "payload": r.payload, "at": iso(r.created_at)} for r in rows]
 
 
-def _append_rows(session_id: str, events: list[NewEvent]) -> tuple[list, int]:
+def _append_rows(session_id: str, events: list[NewEvent], *,
+                 session_fields: dict[str, Any] | None = None) -> tuple[list, int]:
     from sessions.models import Session
     from turns.models import SessionEvent
 
@@ -195,9 +200,14 @@ def _append_rows(session_id: str, events: list[NewEvent]) -> tuple[list, int]:
     # SQLite >= 3.35) hands back the new head in the same statement; the ORM's update() cannot.
     table, column = Session._meta.db_table, Session._meta.get_field("event_seq").column
     pk_column = Session._meta.pk.column
+    extra, extra_params = "", []
+    for name, value in (session_fields or {}).items():
+        field = Session._meta.get_field(name)
+        extra += f', "{field.column}" = %s'
+        extra_params.append(field.get_db_prep_save(value, connection))
     with connection.cursor() as cursor:
-        cursor.execute(f'UPDATE "{table}" SET "{column}" = "{column}" + %s WHERE "{pk_column}" = %s RETURNING "{column}"',
-                       [len(events), session_id])
+        cursor.execute(f'UPDATE "{table}" SET "{column}" = "{column}" + %s{extra} WHERE "{pk_column}" = %s RETURNING "{column}"',
+                       [len(events), *extra_params, session_id])
         returned = cursor.fetchone()
     if returned is None:
         from covel.errors import SessionNotFound

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from turns.engine import ports, trace as T
 from turns.engine.appliers import appliers
@@ -258,7 +259,9 @@ def _turn_commit_attempt(*, session_id: str, plan: CommitPlan, results: list[Run
             if fault_events is not None and "metadata" not in fields:
                 fields.append("metadata")
             ctx.events.extend(fault_events or [])
-            session.save(update_fields=fields)
+            # Written with the event head at the end of the commit (session_events_append's
+            # session_fields: one UPDATE); the hooks below see and change this same row object.
+            session.updated_at = timezone.now()
             TurnResult.objects.create(session=session, execution_id=plan.execution_id, turn_id=turn.turn_id, origin=turn.origin,
                                       committed=True, player_turn_index=player_turn_index,
                                       input_message_id=plan.player_input.message_id if plan.player_input else "", summary=summary)
@@ -283,7 +286,8 @@ def _turn_commit_attempt(*, session_id: str, plan: CommitPlan, results: list[Run
             ctx.events.append(NewEvent(type=T.EXECUTION_COMPLETED, topic="runtime", turn_id=turn.turn_id, payload=done))
             # The semantic memory index follows the commit in the background (turns.engine.memory_index).
             ports.memory_index_changed(session_id)
-            rows = session_events_append(session_id, ctx.events)
+            rows = session_events_append(session_id, ctx.events,
+                                         session_fields={name: getattr(session, name) for name in fields})
     except IntegrityError as exc:
         raise CommitFailed("commit_conflict", f"the turn could not be committed: {exc}") from None
     return CommitOutcome(committed=True, failed_proposals=failed, events=rows, player_message_id=player_message_id)
