@@ -122,17 +122,23 @@ def _package_resolved(package) -> ResolvedWorld:
     return resolved
 
 
-def world_resolve(world_id: str, *, shared: bool = False) -> ResolvedWorld | None:
+_ROW_UNREAD = object()
+
+
+def world_resolve(world_id: str, *, shared: bool = False, row: Any = _ROW_UNREAD) -> ResolvedWorld | None:
     """The world ``world_id`` or None when no source has it (spec 004 §会话管理: 404 world_not_found).
 
     A ``World`` row in state "deleting" marks any world (store or file) as being deleted.
     ``shared=True`` (read-only callers such as the turn engine's per-turn world context): a file
     world's metadata and contents are the cached objects themselves, not deep copies — do not
-    mutate them. By default every call returns private copies.
+    mutate them. By default every call returns private copies. ``row``: the World row (or None
+    when there is none) when the caller read it already (the turn's session snapshot does, with
+    its other reads); default: read here.
     """
     from sessions.models import World
 
-    row = World.objects.filter(pk=world_id).first()
+    if row is _ROW_UNREAD:
+        row = World.objects.filter(pk=world_id).first()
     is_deleting = bool(row and row.state == World.STATE_DELETING)
     package = _package_find(world_id)
     if package is not None:

@@ -16,6 +16,8 @@ from covel.sqlrows import RowsQuery, datetime_column, rows_select_many
 from plugins_app.toolkit.state import CharacterRecord, LorebookEntry, MemoryMessage, WorldDimension
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+#: The World row's fields the world context reads (sessions.catalog.world_resolve).
+_WORLD_FIELDS = ("id", "name", "metadata", "package", "state")
 #: How many chat messages the snapshot keeps for memory-search recall (spec 000: 最近 500 条).
 RECALL_MESSAGES = 500
 #: How many prompt-history rows (turn_messages) the snapshot keeps.
@@ -89,13 +91,14 @@ def _iso(value: Any) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value is not None else None
 
 
-def world_context_load(world_id: str, locale: str, metadata: dict[str, Any]) -> WorldContext:
+def world_context_load(world_id: str, locale: str, metadata: dict[str, Any], **row: Any) -> WorldContext:
     """The world's name/summary/lore in ``locale``; lore is ``metadata.loreOverride`` when set
-    (an empty string is an explicit clear, spec 004 §世界背景)."""
+    (an empty string is an explicit clear, spec 004 §世界背景). ``row=``: the World row when the
+    caller read it (sessions.catalog.world_resolve)."""
     from sessions.catalog import world_resolve
 
     ctx = WorldContext(id=world_id or "")
-    resolved = world_resolve(world_id, shared=True) if world_id else None
+    resolved = world_resolve(world_id, shared=True, **row) if world_id else None
     if resolved is not None:
         content = resolved.content(locale)
         meta = resolved.metadata
@@ -116,16 +119,17 @@ def world_context_load(world_id: str, locale: str, metadata: dict[str, Any]) -> 
 def session_snapshot_load(session: Any) -> SessionSnapshot:
     """Load a SessionSnapshot for ``session`` (a sessions.models.Session row): its characters,
     character schema, dimensions (and their rules), plugin data, lorebook, the latest
-    RECALL_MESSAGES chat messages and HISTORY_ROWS turn messages, and pending interactions.
-    One plain-SQL statement of nine aggregated reads (covel.sqlrows.rows_select_many: this runs
-    every turn)."""
+    RECALL_MESSAGES chat messages and HISTORY_ROWS turn messages, pending interactions and the
+    world row: one plain-SQL statement of ten aggregated reads (covel.sqlrows.rows_select_many:
+    this runs every turn)."""
     from plugins_app.models import PluginData
-    from sessions.models import Character, CharacterSchema, ChatMessage, DimensionValue, LorebookEntry as LoreRow, TurnMessage
+    from sessions.models import (Character, CharacterSchema, ChatMessage, DimensionValue, LorebookEntry as LoreRow, TurnMessage,
+                                 World)
     from turns.models import InteractionRecord
 
     sid = [session.pk]
     (character_rows, schema_rows, dimension_rows, plugin_rows, lore_rows, recent, history_rows,
-     pending_rows) = rows_select_many([
+     pending_rows, world_rows) = rows_select_many([
         RowsQuery(Character, ("character_id", "name", "type", "aliases", "description", "fields", "version", "created_at",
                               "updated_at"), "session_id = %s", sid, "id"),
         RowsQuery(CharacterSchema, ("schema",), "session_id = %s", sid, "id", 1),
@@ -136,6 +140,7 @@ def session_snapshot_load(session: Any) -> SessionSnapshot:
         RowsQuery(TurnMessage, ("turn_id", "runtime_id", "role", "content"), "session_id = %s", sid, "id DESC", HISTORY_ROWS),
         RowsQuery(InteractionRecord, ("turn_id", "interaction_id", "type", "plugin_id", "runtime_id", "spec"),
                   "session_id = %s AND status = %s", [session.pk, "pending"], "id"),
+        RowsQuery(World, _WORLD_FIELDS, "id = %s", [session.world_id or ""], "id"),
     ])
     characters = [
         CharacterRecord(id=character_id, name=name, type=kind, aliases=tuple(aliases or ()), description=description,
@@ -178,7 +183,8 @@ def session_snapshot_load(session: Any) -> SessionSnapshot:
         active_plugins=list(session.active_plugins or []),
         metadata=metadata,
         seats=list(session.seats or []),
-        world=world_context_load(session.world_id, session.locale, metadata),
+        world=world_context_load(session.world_id, session.locale, metadata,
+                                 row=World(**dict(zip(_WORLD_FIELDS, world_rows[0]))) if world_rows else None),
         characters=characters,
         character_schema=dict(schema) if schema else None,
         dimensions=dimensions,
