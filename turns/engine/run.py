@@ -303,7 +303,9 @@ class _Runner:
         if lore_override is not None:
             snapshot.world.lore = lore_override
             snapshot.metadata["loreOverride"] = lore_override
-        turn_id = str(uuid.uuid4())
+        # The first turn takes the id the request gave its execution (a fresh uuid4, unused until
+        # now), so the execution row names it already; later turns of the execution get new ones.
+        turn_id = getattr(self.execution, "turn_id", "") or str(uuid.uuid4())
         scope: RetryScope | None = None
         recovery: Recovery | None = None
         reran_answers = False
@@ -396,7 +398,9 @@ class _Runner:
         from turns.models import Execution
 
         self.turn_ids.append(turn.turn_id)
-        Execution.objects.filter(pk=self.execution.pk).update(turn_id=turn.turn_id)
+        if turn.turn_id != self.execution.turn_id:
+            Execution.objects.filter(pk=self.execution.pk).update(turn_id=turn.turn_id)
+            self.execution.turn_id = turn.turn_id
         self.tracer.emit(T.EXECUTION_STARTED, {"turnId": turn.turn_id, "origin": turn.origin, "phase": env.snapshot.phase,
                                                "kind": turn.kind,
                                                **({"playerInput": {"actions": player_input.actions, "messageId": player_input.message_id}} if player_input else {})},
