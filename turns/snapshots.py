@@ -223,20 +223,40 @@ def _boundary_capture(last_chat_id: str | None, last_chat_at: Any, chat_count: i
     return {"lastMessageId": last_chat_id, "createdAt": datetime_column(last_chat_at).isoformat(), "count": chat_count or 0}
 
 
+#: The Session fields a capture reads (_session_capture) when it reads the row itself.
+_SESSION_FIELDS = ("id", "title", "status", "phase", "completed_player_turns", "setup_runtimes", "seats", "active_plugins",
+                   "locale", "metadata", "deletion_state")
+
+
 def _payload_capture(session: Session) -> dict[str, Any]:
     """The complete stored payload of ``session`` as it is now (caller holds the lock): one
     statement (issue 18: it was eleven reads per turn)."""
-    sid = [session.pk]
-    (character_rows, lore_rows, dimension_rows, plugin_rows, suspension_rows, schema, last_turn_message, last_turn,
-     last_chat_id, last_chat_at, chat_count) = rows_select_many([
+    return _capture(session.pk, session)[1]
+
+
+def _capture(session_id: str, session: Session | None = None) -> tuple[Session | None, dict[str, Any] | None]:
+    """(session, payload) of ``session_id`` read by one statement; with ``session`` None the
+    session row's captured fields are read by it too ((None, None) when there is no such row)."""
+    sid = [session_id]
+    queries = [
         RowsQuery(Character, _CHARACTER_FIELDS, "session_id = %s", sid, "created_at, id"),
         RowsQuery(LorebookEntry, _LORE_FIELDS, "session_id = %s", sid, "insertion_order, id"),
         RowsQuery(DimensionValue, ("dimension_id", "definition", "value", "version"), "session_id = %s", sid, "dimension_id"),
         RowsQuery(PluginData, ("plugin_id", "namespace", "key", "value", "version", "created_at"), "session_id = %s", sid,
                   "plugin_id, namespace, key"),
-        RowsQuery(Suspension, _SUSPENSION_FIELDS, "session_id = %s AND status = %s", [session.pk, "pending"], "created_at, id"),
-    ], _marks_sql(session.pk))
-    return {
+        RowsQuery(Suspension, _SUSPENSION_FIELDS, "session_id = %s AND status = %s", [session_id, "pending"], "created_at, id"),
+    ]
+    if session is None:
+        queries.append(RowsQuery(Session, _SESSION_FIELDS, "id = %s", sid, "id"))
+    values = rows_select_many(queries, _marks_sql(session_id))
+    character_rows, lore_rows, dimension_rows, plugin_rows, suspension_rows = values[:5]
+    schema, last_turn_message, last_turn, last_chat_id, last_chat_at, chat_count = values[-6:]
+    if session is None:
+        session_rows = values[5]
+        if not session_rows:
+            return None, None
+        session = Session(**dict(zip(_SESSION_FIELDS, session_rows[0])))
+    return session, {
         "schemaVersion": SCHEMA_VERSION,
         "turnId": last_turn,
         "session": _session_capture(session),
@@ -312,10 +332,11 @@ def snapshot_auto_refresh(session_id: str) -> Snapshot | None:
     from django.utils import timezone
 
     with transaction.atomic():
-        session = Session.objects.select_for_update().filter(pk=session_id).first()
+        # The session row is read by the capture's one statement (its one consistent view; the
+        # caller's session lock keeps turns and deletions out meanwhile).
+        session, payload = _capture(session_id)
         if session is None or session.deletion_state == Session.DELETION_DELETING:
             return None
-        payload = _payload_capture(session)
         # The payload is serialised once: the stored text is the compact form payloadSizeBytes counts.
         text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
         size, turn_id = len(text.encode("utf-8")), payload.get("turnId") or ""
