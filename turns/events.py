@@ -10,6 +10,7 @@ session's ``event_epoch``, ``seq`` the last event the client has seen (0 = none 
 """
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -190,6 +191,41 @@ def wire_events(rows) -> list[dict[str, Any]]:
     return [{"seq": r.seq, "topic": r.topic, "type": r.type, "payload": r.payload, "at": iso(r.created_at)} for r in rows]
 
 
+def _append_rows_pg(session_id: str, events: list[NewEvent], head: str, head_params: list[Any]) -> tuple[list, int]:
+    """PostgreSQL: advance the head and insert the rows in ONE statement (a data-modifying CTE;
+    issue 18: every append was an UPDATE and an INSERT). The rows get seqs from the head the
+    UPDATE returns, so they stay consecutive under the row lock it takes. SessionNotFound when
+    the session row is gone (the CTE then inserts nothing)."""
+    from django.utils import timezone
+
+    from turns.models import SessionEvent
+
+    meta = SessionEvent._meta
+    created = timezone.now()
+    columns = ", ".join(f'"{meta.get_field(name).column}"' for name in ("session", "seq", "topic", "type", "turn_id",
+                                                                          "payload", "created_at"))
+    values = ", ".join(["(%s::int, %s, %s, %s, %s::jsonb)"] * len(events))
+    params: list[Any] = list(head_params)
+    params += [session_id, len(events), connection.ops.adapt_datetimefield_value(created)]
+    for index, event in enumerate(events, start=1):
+        params += [index, event.topic, event.type, event.turn_id or "",
+                   json.dumps(event.payload, cls=meta.get_field("payload").encoder)]
+    sql = (f"WITH head AS ({head}) INSERT INTO \"{meta.db_table}\" ({columns}) "
+           f"SELECT %s, head.event_seq - %s + v.k, v.topic, v.type, v.turn_id, v.payload, %s "
+           f"FROM head, (VALUES {values}) AS v(k, topic, type, turn_id, payload) RETURNING \"{meta.get_field('seq').column}\"")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        seqs = [int(row[0]) for row in cursor.fetchall()]
+    if not seqs:
+        from covel.errors import SessionNotFound
+
+        raise SessionNotFound(session_id)
+    first = min(seqs)
+    rows = [SessionEvent(session_id=session_id, seq=first + i, topic=e.topic, type=e.type, turn_id=e.turn_id or "",
+                         payload=e.payload, created_at=created) for i, e in enumerate(events)]
+    return rows, max(seqs)
+
+
 def _append_rows(session_id: str, events: list[NewEvent], *,
                  session_fields: dict[str, Any] | None = None) -> tuple[list, int]:
     from sessions.models import Session
@@ -205,21 +241,25 @@ def _append_rows(session_id: str, events: list[NewEvent], *,
         field = Session._meta.get_field(name)
         extra += f', "{field.column}" = %s'
         extra_params.append(field.get_db_prep_save(value, connection))
-    with connection.cursor() as cursor:
-        cursor.execute(f'UPDATE "{table}" SET "{column}" = "{column}" + %s{extra} WHERE "{pk_column}" = %s RETURNING "{column}"',
-                       [len(events), *extra_params, session_id])
-        returned = cursor.fetchone()
-    if returned is None:
-        from covel.errors import SessionNotFound
+    head = f'UPDATE "{table}" SET "{column}" = "{column}" + %s{extra} WHERE "{pk_column}" = %s RETURNING "{column}"'
+    if connection.vendor == "postgresql":
+        rows, last_seq = _append_rows_pg(session_id, events, head, [len(events), *extra_params, session_id])
+        first = last_seq - len(events) + 1
+    else:
+        with connection.cursor() as cursor:
+            cursor.execute(head, [len(events), *extra_params, session_id])
+            returned = cursor.fetchone()
+        if returned is None:
+            from covel.errors import SessionNotFound
 
-        raise SessionNotFound(session_id)
-    last_seq = int(returned[0])
-    first = last_seq - len(events) + 1
-    rows = [
-        SessionEvent(session_id=session_id, seq=first + i, topic=e.topic, type=e.type, turn_id=e.turn_id, payload=e.payload)
-        for i, e in enumerate(events)
-    ]
-    SessionEvent.objects.bulk_create(rows)
+            raise SessionNotFound(session_id)
+        last_seq = int(returned[0])
+        first = last_seq - len(events) + 1
+        rows = [
+            SessionEvent(session_id=session_id, seq=first + i, topic=e.topic, type=e.type, turn_id=e.turn_id, payload=e.payload)
+            for i, e in enumerate(events)
+        ]
+        SessionEvent.objects.bulk_create(rows)
     keep = settings.COVEL_EVENT_LOG_RETAIN
     if last_seq > keep and (first - 1) // _TRIM_EVERY != last_seq // _TRIM_EVERY:
         SessionEvent.objects.filter(session_id=session_id, seq__lte=last_seq - keep).delete()
