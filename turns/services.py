@@ -610,6 +610,7 @@ def _execution_run_claimed(execution_id: str, execution_control: "control.Execut
         seen["created_at"] = execution.created_at  # for the "total" stage, without another read
     # A queued execution has no frames yet: only its own (single) claimant writes them.
     sink = ExecutionSink(execution_id=str(execution.id), turn_id=execution.turn_id)
+    settling = False
     with _Heartbeat(str(execution.id)):
         try:
             if workers.worker_shutdown_requested(hostname) and not execution_control.is_aborted:
@@ -635,9 +636,12 @@ def _execution_run_claimed(execution_id: str, execution_control: "control.Execut
                                       plugin_settings=(execution.payload or {}).get(PLUGIN_SETTINGS_KEY))
                 metrics.turn_stage_observe("run", time.monotonic() - ran)
                 _auto_snapshot(str(execution.session_id), outcome)
-                # Frames are coalesced; write this turn's before the next turn of the session may
-                # start, so the session's frames stay in turn order.
-                sink.close()
+                # Frames are coalesced; this turn's are written (with its status and final frame,
+                # _settle) before the next turn of the session may start, so the session's frames
+                # stay in turn order. A failure from here on is not the turn's: it propagates (the
+                # reaper ends the stream) instead of being recorded as a failed turn.
+                settling = True
+                return _settle(execution, sink, outcome)
         except SessionBusy:
             if execution_control.is_aborted:
                 return _abort_before_start(execution, sink)
@@ -650,9 +654,16 @@ def _execution_run_claimed(execution_id: str, execution_control: "control.Execut
             logger.error("execution %s: rejection %s raised after frames were emitted", execution_id, exc.code)
             return _fail(execution, sink, exc.payload())
         except Exception as exc:
+            if settling:
+                raise
             logger.exception("execution %s failed", execution_id)
             return _fail_recorded(execution, sink, {"message": "The turn failed: internal error",
                                                     "code": errors.EXECUTION_FAILED, "details": {"error": type(exc).__name__}})
+
+
+def _settle(execution: Execution, sink: ExecutionSink, outcome: Any) -> str:
+    """Record what the engine returned (still holding the session lock): a rejection inside the
+    lock, or the turn's final status with its remaining frames and execution.completed (_finish)."""
     if outcome is None and sink.engine_completed is not None:
         outcome = {**sink.engine_completed["payload"], "turn_id": sink.engine_completed["turn_id"]}
     result = _outcome_read(outcome or {})
@@ -779,7 +790,9 @@ def _fail_recorded(execution: Execution, sink: ExecutionSink, error: dict[str, A
 
 
 def _finish(execution: Execution, sink: ExecutionSink, outcome: dict[str, Any]) -> str:
-    sink.close()
+    """Write the execution's final status, its frames still held back and its one
+    execution.completed in ONE transaction (a crash leaves all or none of them: the reaper then
+    ends the stream), announced after it commits. Returns the status."""
     # The engine's own execution.completed payload (turnId, origin, error, failedRuntimeIds ...)
     # is kept; committed/abortReason come from the outcome the bridge records.
     payload: dict[str, Any] = dict((sink.engine_completed or {}).get("payload") or {})
@@ -794,15 +807,21 @@ def _finish(execution: Execution, sink: ExecutionSink, outcome: dict[str, Any]) 
     else:
         status = Execution.STATUS_FAILED
     turn_id = outcome["turn_id"] or execution.turn_id
-    Execution.objects.filter(pk=execution.pk).update(
-        status=status,
-        outcome=payload,
-        turn_id=turn_id,
-        origin=outcome["origin"] or execution.origin or ORIGIN_PLAYER,
-        error=outcome["error"] if isinstance(outcome["error"], dict) else None,
-        finished_at=timezone.now(),
-    )
-    sink.complete(payload, turn_id=turn_id)
+    try:
+        with transaction.atomic():
+            Execution.objects.filter(pk=execution.pk).update(
+                status=status,
+                outcome=payload,
+                turn_id=turn_id,
+                origin=outcome["origin"] or execution.origin or ORIGIN_PLAYER,
+                error=outcome["error"] if isinstance(outcome["error"], dict) else None,
+                finished_at=timezone.now(),
+            )
+            sink.complete_in_transaction(payload, turn_id=turn_id)
+    except IntegrityError:
+        # The reaper judged this worker dead and ended the stream (its frames took these indexes,
+        # its status stands); nothing of this ending was written.
+        logger.warning("execution %s: ended by the reaper before it finished; its ending stands", execution.pk)
     return status
 
 

@@ -145,6 +145,22 @@ class ExecutionSink:
         self._emit(EXECUTION_COMPLETED, payload, turn_id=turn_id, ephemeral=False, is_final=True)
         self.close()
 
+    def complete_in_transaction(self, payload: dict[str, Any], *, turn_id: str | None = None) -> None:
+        """``complete`` inside the caller's transaction: the held frames and the final one are
+        inserted by it (one statement; they commit or roll back with the caller's other writes,
+        e.g. the execution's status), and announced on the bus after it commits. Raises
+        IntegrityError when another writer (the reaper) took these indexes."""
+        with self._lock:
+            self._index += 1
+            self.emitted_count += 1
+            if not self._pending:
+                self._pending_since = time.monotonic()
+            self._pending.append(_PendingFrame(self._index, EXECUTION_COMPLETED, (turn_id if turn_id is not None else self.turn_id) or "",
+                                               payload, wire_timestamp(), True))
+            frames, self._pending = self._pending, []
+            message = self._frames_write(frames)
+        transaction.on_commit(lambda: self._publish(message))
+
     def reject(self, payload: dict[str, Any]) -> None:
         """Emit the single final ``error.occurred`` of a rejected execution and flush."""
         self._emit(ERROR_OCCURRED, payload, turn_id=None, ephemeral=False, is_final=True)
@@ -196,29 +212,33 @@ class ExecutionSink:
                 self._flush_locked()
 
     def _flush_locked(self) -> None:
-        from turns.models import ExecutionFrame
-
         if not self._pending or connection.in_atomic_block:
             return
         frames, self._pending = self._pending, []
         try:
-            # Plain multi-row INSERT (covel.sqlrows): ~70 frames a full-game turn, and bulk_create's
-            # per-field preparation was the largest ORM cost left in a turn (issue 18 profile).
-            rows_insert(ExecutionFrame, ("execution", "index", "type", "turn_id", "payload", "timestamp", "is_final"),
-                        [(self.execution_id, f.index, f.type, f.turn_id, f.payload, f.timestamp, f.is_final) for f in frames])
+            message = self._frames_write(frames)
         except IntegrityError:
             # Another writer (the reaper after it judged this worker dead) took these indexes;
             # this execution's stream is already closed.
             logger.warning("execution %s: frames %s..%s already taken", self.execution_id, frames[0].index, frames[-1].index)
             return
+        self._publish(message)
+
+    def _frames_write(self, frames: list) -> dict[str, Any]:
+        """Insert ``frames``; returns their bus announcement. One announcement per flush, not one per
+        frame (issue 18: a turn's ~90 frames were ~90 PUBLISH round trips and ~90 relay wake-ups)."""
+        from turns.models import ExecutionFrame
+
+        # Plain multi-row INSERT (covel.sqlrows): ~70 frames a full-game turn, and bulk_create's
+        # per-field preparation was the largest ORM cost left in a turn (issue 18 profile).
+        rows_insert(ExecutionFrame, ("execution", "index", "type", "turn_id", "payload", "timestamp", "is_final"),
+                    [(self.execution_id, f.index, f.type, f.turn_id, f.payload, f.timestamp, f.is_final) for f in frames])
         self.persisted_count += len(frames)
-        # One announcement per flush, not one per frame (issue 18: a turn's ~90 frames were ~90
-        # PUBLISH round trips here and ~90 wake-ups of the relay).
-        self._publish({"k": "ps", "frames": [
+        return {"k": "ps", "frames": [
             {"index": frame.index, "type": frame.type, "turnId": frame.turn_id, "payload": frame.payload,
              "timestamp": frame.timestamp, "final": frame.is_final}
             for frame in frames
-        ]})
+        ]}
 
     def _publish(self, message: dict[str, Any]) -> None:
         try:
