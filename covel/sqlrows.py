@@ -102,7 +102,8 @@ def datetime_column(value: Any) -> datetime | None:
 INSERT_BATCH_PARAMS = 30_000
 
 
-def rows_insert(model: Any, fields: tuple[str, ...], rows: list[tuple]) -> None:
+def rows_insert(model: Any, fields: tuple[str, ...], rows: list[tuple], *,
+                prefix: tuple[str, list[Any]] | None = None) -> None:
     """INSERT ``rows`` (tuples in ``fields`` order, model field names) into ``model``'s table as
     multi-row statements, in the caller's transaction (or autocommit). Values are adapted as the
     ORM adapts them — JSONField through ``adapt_json_value`` with the field's encoder,
@@ -110,7 +111,9 @@ def rows_insert(model: Any, fields: tuple[str, ...], rows: list[tuple]) -> None:
     field's ``get_db_prep_save`` — so the rows read back identically;
     other values go to the driver as they are. No defaults are applied and no ids come back: for
     per-turn bulk writes (trace rows, stream frames) whose callers know every column. Raises the
-    driver's errors as Django's (IntegrityError on a unique constraint)."""
+    driver's errors as Django's (IntegrityError on a unique constraint). ``prefix``: ``(sql,
+    params)`` put before the first INSERT, e.g. a PostgreSQL ``WITH x AS (UPDATE …)`` that
+    runs in the same statement."""
     from django.db import connection
 
     if not rows:
@@ -125,7 +128,10 @@ def rows_insert(model: Any, fields: tuple[str, ...], rows: list[tuple]) -> None:
         for start in range(0, len(rows), per_statement):
             batch = rows[start:start + per_statement]
             params = [value if adapt is None else adapt(value) for row in batch for value, adapt in zip(row, adapters)]
-            cursor.execute(head + ", ".join([one] * len(batch)), params)
+            sql = head + ", ".join([one] * len(batch))
+            if prefix is not None and start == 0:
+                sql, params = prefix[0] + " " + sql, [*prefix[1], *params]
+            cursor.execute(sql, params)
 
 
 def rows_update(model: Any, fields: tuple[str, ...], rows: list[tuple]) -> None:

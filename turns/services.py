@@ -807,22 +807,38 @@ def _finish(execution: Execution, sink: ExecutionSink, outcome: dict[str, Any]) 
     else:
         status = Execution.STATUS_FAILED
     turn_id = outcome["turn_id"] or execution.turn_id
+    fields = {"status": status, "outcome": payload, "turn_id": turn_id,
+              "origin": outcome["origin"] or execution.origin or ORIGIN_PLAYER,
+              "error": outcome["error"] if isinstance(outcome["error"], dict) else None, "finished_at": timezone.now()}
     try:
         with transaction.atomic():
-            Execution.objects.filter(pk=execution.pk).update(
-                status=status,
-                outcome=payload,
-                turn_id=turn_id,
-                origin=outcome["origin"] or execution.origin or ORIGIN_PLAYER,
-                error=outcome["error"] if isinstance(outcome["error"], dict) else None,
-                finished_at=timezone.now(),
-            )
-            sink.complete_in_transaction(payload, turn_id=turn_id)
+            if transaction.get_connection().vendor == "postgresql":
+                # One statement: the status UPDATE as a data-modifying CTE of the frames' INSERT.
+                sink.complete_in_transaction(payload, turn_id=turn_id, prefix=_execution_update_cte(execution.pk, fields))
+            else:
+                Execution.objects.filter(pk=execution.pk).update(**fields)
+                sink.complete_in_transaction(payload, turn_id=turn_id)
     except IntegrityError:
         # The reaper judged this worker dead and ended the stream (its frames took these indexes,
         # its status stands); nothing of this ending was written.
         logger.warning("execution %s: ended by the reaper before it finished; its ending stands", execution.pk)
     return status
+
+
+def _execution_update_cte(pk: Any, fields: dict[str, Any]) -> tuple[str, list[Any]]:
+    """``WITH … AS (UPDATE the execution row SET fields)`` with its parameters (values adapted as
+    the fields adapt them), for a PostgreSQL statement that writes something else as well."""
+    from django.db import connection
+
+    meta = Execution._meta
+    assignments, params = [], []
+    for name, value in fields.items():
+        field = meta.get_field(name)
+        assignments.append(f'"{field.column}" = %s')
+        params.append(field.get_db_prep_save(value, connection))
+    params.append(meta.pk.get_db_prep_value(pk, connection))
+    return (f'WITH execution_ended AS (UPDATE "{meta.db_table}" SET {", ".join(assignments)} '
+            f'WHERE "{meta.pk.column}" = %s)', params)
 
 
 def _not_picked_up(execution: Execution, now) -> bool:

@@ -145,11 +145,13 @@ class ExecutionSink:
         self._emit(EXECUTION_COMPLETED, payload, turn_id=turn_id, ephemeral=False, is_final=True)
         self.close()
 
-    def complete_in_transaction(self, payload: dict[str, Any], *, turn_id: str | None = None) -> None:
+    def complete_in_transaction(self, payload: dict[str, Any], *, turn_id: str | None = None,
+                                prefix: tuple[str, list[Any]] | None = None) -> None:
         """``complete`` inside the caller's transaction: the held frames and the final one are
         inserted by it (one statement; they commit or roll back with the caller's other writes,
-        e.g. the execution's status), and announced on the bus after it commits. Raises
-        IntegrityError when another writer (the reaper) took these indexes."""
+        e.g. the execution's status), and announced on the bus after it commits. ``prefix``: SQL
+        run by the same statement (covel.sqlrows.rows_insert). Raises IntegrityError when another
+        writer (the reaper) took these indexes."""
         with self._lock:
             self._index += 1
             self.emitted_count += 1
@@ -158,7 +160,7 @@ class ExecutionSink:
             self._pending.append(_PendingFrame(self._index, EXECUTION_COMPLETED, (turn_id if turn_id is not None else self.turn_id) or "",
                                                payload, wire_timestamp(), True))
             frames, self._pending = self._pending, []
-            message = self._frames_write(frames)
+            message = self._frames_write(frames, prefix=prefix)
         transaction.on_commit(lambda: self._publish(message))
 
     def reject(self, payload: dict[str, Any]) -> None:
@@ -224,7 +226,7 @@ class ExecutionSink:
             return
         self._publish(message)
 
-    def _frames_write(self, frames: list) -> dict[str, Any]:
+    def _frames_write(self, frames: list, *, prefix: tuple[str, list[Any]] | None = None) -> dict[str, Any]:
         """Insert ``frames``; returns their bus announcement. One announcement per flush, not one per
         frame (issue 18: a turn's ~90 frames were ~90 PUBLISH round trips and ~90 relay wake-ups)."""
         from turns.models import ExecutionFrame
@@ -232,7 +234,8 @@ class ExecutionSink:
         # Plain multi-row INSERT (covel.sqlrows): ~70 frames a full-game turn, and bulk_create's
         # per-field preparation was the largest ORM cost left in a turn (issue 18 profile).
         rows_insert(ExecutionFrame, ("execution", "index", "type", "turn_id", "payload", "timestamp", "is_final"),
-                    [(self.execution_id, f.index, f.type, f.turn_id, f.payload, f.timestamp, f.is_final) for f in frames])
+                    [(self.execution_id, f.index, f.type, f.turn_id, f.payload, f.timestamp, f.is_final) for f in frames],
+                    prefix=prefix)
         self.persisted_count += len(frames)
         return {"k": "ps", "frames": [
             {"index": frame.index, "type": frame.type, "turnId": frame.turn_id, "payload": frame.payload,
