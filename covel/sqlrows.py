@@ -185,3 +185,17 @@ def _adapters(model: Any, fields: tuple[str, ...]) -> list[Any]:
         else:
             adapters.append(None)
     return adapters
+
+
+def set_clause(model: Any, values: dict[str, Any]) -> tuple[str, list[Any]]:
+    """``"col" = %s, …`` for ``values`` ({model field name: value}) and its parameters, each value
+    adapted by its field's ``get_db_prep_save`` (JSON, datetimes, NULL as the ORM writes them):
+    for the hand-written UPDATEs of per-turn statements."""
+    from django.db import connection
+
+    parts, params = [], []
+    for name, value in values.items():
+        field = model._meta.get_field(name)
+        parts.append(f'"{field.column}" = %s')
+        params.append(field.get_db_prep_save(value, connection))
+    return ", ".join(parts), params

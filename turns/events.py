@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Max, Min
 
+from covel.sqlrows import set_clause
 from turns.event_types import event_type_check
 
 logger = logging.getLogger("covel.events")
@@ -236,11 +237,8 @@ def _append_rows(session_id: str, events: list[NewEvent], *,
     # SQLite >= 3.35) hands back the new head in the same statement; the ORM's update() cannot.
     table, column = Session._meta.db_table, Session._meta.get_field("event_seq").column
     pk_column = Session._meta.pk.column
-    extra, extra_params = "", []
-    for name, value in (session_fields or {}).items():
-        field = Session._meta.get_field(name)
-        extra += f', "{field.column}" = %s'
-        extra_params.append(field.get_db_prep_save(value, connection))
+    extra, extra_params = set_clause(Session, session_fields) if session_fields else ("", [])
+    extra = f", {extra}" if extra else ""
     head = f'UPDATE "{table}" SET "{column}" = "{column}" + %s{extra} WHERE "{pk_column}" = %s RETURNING "{column}"'
     if connection.vendor == "postgresql":
         rows, last_seq = _append_rows_pg(session_id, events, head, [len(events), *extra_params, session_id])

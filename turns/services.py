@@ -830,15 +830,12 @@ def _execution_update_cte(pk: Any, fields: dict[str, Any]) -> tuple[str, list[An
     the fields adapt them), for a PostgreSQL statement that writes something else as well."""
     from django.db import connection
 
+    from covel.sqlrows import set_clause
+
     meta = Execution._meta
-    assignments, params = [], []
-    for name, value in fields.items():
-        field = meta.get_field(name)
-        assignments.append(f'"{field.column}" = %s')
-        params.append(field.get_db_prep_save(value, connection))
+    assignments, params = set_clause(Execution, fields)
     params.append(meta.pk.get_db_prep_value(pk, connection))
-    return (f'WITH execution_ended AS (UPDATE "{meta.db_table}" SET {", ".join(assignments)} '
-            f'WHERE "{meta.pk.column}" = %s)', params)
+    return f'WITH execution_ended AS (UPDATE "{meta.db_table}" SET {assignments} WHERE "{meta.pk.column}" = %s)', params
 
 
 def _not_picked_up(execution: Execution, now) -> bool:

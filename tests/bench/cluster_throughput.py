@@ -493,20 +493,15 @@ def anchor_child(turns: int) -> None:
     settings.DATABASES["default"]["TEST"]["NAME"] = name
     connections["default"].settings_dict["TEST"]["NAME"] = name
     from tests.bench.bench_support import bench_database
-    from tests.bench.turn_cpu import WARMUP_TURNS, _turn
+    from tests.bench.turn_cpu import _turn, warmed_session
 
     with bench_database("hosted"):
         from django.test import Client
 
         from covel import inprocess
-        from tests.bench.turn_overhead import _session_builtin
 
         client = Client()
-        session_id, headers = _session_builtin(client)
-        inprocess.wait_idle()
-        for n in range(WARMUP_TURNS):
-            _turn(client, session_id, n, headers)
-        inprocess.wait_idle()
+        session_id, headers = warmed_session(client)
         db = connections["default"].settings_dict
         admin_url = f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/postgres"
         pg = _pg_backends(admin_url, name)

@@ -92,19 +92,28 @@ def _anchor_frames(frames: list[list[bytes]]) -> list[float]:
     return out
 
 
+def warmed_session(client) -> tuple[str, dict[str, str]]:
+    """A builtin-world session past setup that has played WARMUP_TURNS turns (the in-process
+    worker idle afterwards): (session id, auth headers). Call inside bench_database."""
+    from covel import inprocess
+    from tests.bench.turn_overhead import _session_builtin
+
+    session_id, headers = _session_builtin(client)
+    inprocess.wait_idle()
+    for n in range(WARMUP_TURNS):
+        _turn(client, session_id, n, headers)
+    inprocess.wait_idle()
+    return session_id, headers
+
+
 def run(shape: str, turns: int) -> None:
     with bench_database(shape):
         from django.test import Client
 
         from covel import inprocess
-        from tests.bench.turn_overhead import _session_builtin
 
         client = Client()
-        session_id, headers = _session_builtin(client)
-        inprocess.wait_idle()
-        for n in range(WARMUP_TURNS):
-            _turn(client, session_id, n, headers)
-        inprocess.wait_idle()
+        session_id, headers = warmed_session(client)
         cpu_ms, wall_ms, frames = [], [], []
         for n in range(turns):
             cpu0, wall0 = time.process_time(), time.perf_counter()

@@ -11,7 +11,7 @@ no longer exist.
 
 Writes are held back too (issue 18: a full-game turn wrote its rows one statement each): the
 appliers change the cached rows and note them as pending; ``plugin_data_flush`` writes every
-pending change of the commit with one DELETE, one bulk INSERT and one bulk UPDATE at most. The
+pending change of the commit with one DELETE, one multi-row INSERT and one UPDATE executemany at most. The
 commit chain flushes after the runtimes are applied, and anything that reads plugin-data rows
 from the database inside the commit (the settlement prune) flushes first. A key created and
 deleted in the same commit never reaches the database.
@@ -131,8 +131,8 @@ def _pending(ctx: CommitContext) -> _Pending:
 
 
 def plugin_data_flush(ctx: CommitContext) -> None:
-    """Write ctx's pending plugin-data changes in the caller's transaction: one DELETE, one bulk
-    INSERT, one bulk UPDATE at most (in that order, so a key deleted and created again in the
+    """Write ctx's pending plugin-data changes in the caller's transaction: one DELETE, one
+    multi-row INSERT, one UPDATE executemany at most (in that order, so a key deleted and created again in the
     same commit does not meet its old row). Call before reading plugin-data rows from the database
     inside the commit, and before the commit ends (the commit chain does)."""
     pending = getattr(ctx, _PENDING_ATTR, None)
