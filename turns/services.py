@@ -641,7 +641,9 @@ def _execution_run_claimed(execution_id: str, execution_control: "control.Execut
                 # stay in turn order. A failure from here on is not the turn's: it propagates (the
                 # reaper ends the stream) instead of being recorded as a failed turn.
                 settling = True
-                return _settle(execution, sink, outcome)
+                status = _settle(execution, sink, outcome)
+            sink.announce()  # the stream's end reaches clients once the session lock is free
+            return status
         except SessionBusy:
             if execution_control.is_aborted:
                 return _abort_before_start(execution, sink)
@@ -736,8 +738,10 @@ def _abort_before_start(execution: Execution, sink: ExecutionSink) -> str:
     (spec 004 §回合中控制 abort: 回合还没开始就停止)."""
     origin = execution.origin or ORIGIN_PLAYER
     sink.engine_completed = {"payload": {"turnId": execution.turn_id, "origin": origin}, "turn_id": execution.turn_id}
-    return _finish(execution, sink, {"committed": False, "abort_reason": ABORTED_BY_PLAYER, "turn_id": execution.turn_id,
-                                     "origin": origin, "error": None, "rejected": False})
+    status = _finish(execution, sink, {"committed": False, "abort_reason": ABORTED_BY_PLAYER, "turn_id": execution.turn_id,
+                                       "origin": origin, "error": None, "rejected": False})
+    sink.announce()
+    return status
 
 
 def _reject(execution: Execution, sink: ExecutionSink, payload: dict[str, Any]) -> str:

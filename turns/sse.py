@@ -131,6 +131,7 @@ class ExecutionSink:
         self.persisted_count = 0
         self.emitted_count = 0
         self.engine_completed: dict[str, Any] | None = None
+        self._announcement: dict[str, Any] | None = None  # committed by complete_in_transaction, not yet announced
 
     def emit(self, type: str, payload: dict[str, Any], *, turn_id: str | None = None, ephemeral: bool = False) -> None:
         if type == EXECUTION_COMPLETED:
@@ -149,7 +150,7 @@ class ExecutionSink:
                                 prefix: tuple[str, list[Any]] | None = None) -> None:
         """``complete`` inside the caller's transaction: the held frames and the final one are
         inserted by it (one statement; they commit or roll back with the caller's other writes,
-        e.g. the execution's status), and announced on the bus after it commits. ``prefix``: SQL
+        e.g. the execution's status), and announced on the bus by ``announce`` after it commits. ``prefix``: SQL
         run by the same statement (covel.sqlrows.rows_insert). Raises IntegrityError when another
         writer (the reaper) took these indexes."""
         with self._lock:
@@ -161,7 +162,17 @@ class ExecutionSink:
                                                payload, wire_timestamp(), True))
             frames, self._pending = self._pending, []
             message = self._frames_write(frames, prefix=prefix)
-        transaction.on_commit(lambda: self._publish(message))
+
+        def held() -> None:
+            self._announcement = message
+        transaction.on_commit(held)
+
+    def announce(self) -> None:
+        """Announce the frames ``complete_in_transaction`` committed (the caller does this once it
+        released the session lock, so a client that sees the stream end finds the session free)."""
+        message, self._announcement = self._announcement, None
+        if message is not None:
+            self._publish(message)
 
     def reject(self, payload: dict[str, Any]) -> None:
         """Emit the single final ``error.occurred`` of a rejected execution and flush."""
