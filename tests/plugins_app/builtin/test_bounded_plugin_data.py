@@ -1,5 +1,5 @@
 """Plugin data that grows a row per turn is bounded (issue 18: a turn must not read more data the
-longer a session runs): guide keeps 16 per-turn guides, world-ir 16 per-turn fact sets, and the
+longer a session runs): guide keeps 4 per-turn guides, world-ir 4 per-turn fact sets, and the
 dimension provider's resolved settlement receipts are pruned past RESOLVED_RECEIPTS_KEPT."""
 from __future__ import annotations
 
@@ -22,11 +22,11 @@ def test_per_turn_plugin_data_stays_bounded_over_a_long_session(client, monkeypa
     played = play(client, "hollow-reach-light", says=[f"I look around ({n})." for n in range(19)], name="Ada Quill")
     guides = {k for k in _keys(played.id, "guide", "guides") if k.startswith("turn-")}
     turns = sorted(int(k.split("-")[1]) for k in guides)
-    # the last 16 per-turn guides are kept, the older ones are gone, "latest" stays
-    assert len(turns) == 16 and turns == list(range(turns[-1] - 15, turns[-1] + 1)), turns
+    # the last 4 per-turn guides are kept, the older ones are gone, "latest" stays
+    assert len(turns) == 4 and turns == list(range(turns[-1] - 3, turns[-1] + 1)), turns
     assert "latest" in _keys(played.id, "guide", "guides")
     facts = sorted(int(k.split("-")[1]) for k in _keys(played.id, "world-ir", "facts"))
-    assert len(facts) == 16 and facts == list(range(facts[-1] - 15, facts[-1] + 1)), facts
+    assert len(facts) == 4 and facts == list(range(facts[-1] - 3, facts[-1] + 1)), facts
     # resolved receipts: only the newest RESOLVED_RECEIPTS_KEPT, pending ones never pruned
     receipts = PluginData.objects.filter(session_id=played.id, plugin_id="world-init", namespace=S.SETTLEMENTS_NAMESPACE)
     resolved = [r for r in receipts if r.value.get("status") != S.STATUS_PENDING]

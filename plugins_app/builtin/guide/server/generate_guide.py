@@ -2,7 +2,7 @@
 atomically (spec 000 overview; output contract scene-prompts@1).
 
 Stages one plugin.data.batch: `guides/latest` and `guides/turn-<n>` hold
-`{scene, recap, decision, prompts: [{text, kind}], turn}` (the last 16 turns are kept); a ui block shows it in the message
+`{scene, recap, decision, prompts: [{text, kind}], turn}` (the last 4 turns are kept); a ui block shows it in the message
 stream. The content is the scene-prompts@1 output.
 """
 
@@ -26,9 +26,11 @@ from plugins_app.toolkit import (
 NAME = "generate-guide"
 NAMESPACE = "guides"
 LATEST_KEY = "latest"
-#: Per-turn guides kept (``turn-<n>``): the batch that writes turn n deletes turn n - 16, so the
-#: plugin's data stays bounded however long a session runs.
-TURNS_KEPT = 16
+#: Per-turn guides kept (``turn-<n>``): the batch that writes turn n deletes turn n - 4, so the
+#: plugin's data stays bounded however long a session runs. Four, as the guide's own history
+#: (``history.maxTurns``): each turn's guide is also in its message's ui block, and every row kept
+#: here is read by every turn's snapshot and carried by the session view (issue 18).
+TURNS_KEPT = 4
 PROMPT_KINDS = ("observe", "ask", "act", "social")
 
 PARAMETERS: dict[str, Any] = {

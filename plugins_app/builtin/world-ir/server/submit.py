@@ -6,8 +6,9 @@ The arguments are checked beyond their JSON Schema: ids unique within the call; 
 or a roster character; `inventory_change` and `quest_change` events carry their fixed attributes.
 Roster characters that are referenced but not listed are added as `character` entities (id and
 name from the roster). `schemaVersion` defaults to 1. The result content is the WorldIR object
-itself; a copy is kept in plugin data `facts/turn-<n>` for audit (the last 16 turns: writing turn n
-deletes turn n - 16, so the plugin's data stays bounded however long a session runs).
+itself; a copy is kept in plugin data `facts/turn-<n>` for audit (the last 4 turns: writing turn n
+deletes turn n - 4, so the plugin's data stays bounded however long a session runs; the turn's
+trace keeps the tool call itself).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from plugins_app.toolkit import (
 
 NAME = "submit-world-facts"
 NAMESPACE = "facts"
-TURNS_KEPT = 16
+TURNS_KEPT = 4
 INVENTORY_OPERATIONS = ("gain", "lose", "equip", "unequip")
 QUEST_STATUSES = ("accepted", "progressed", "completed", "failed")
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "world-ir.schema.json"
