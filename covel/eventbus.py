@@ -31,7 +31,6 @@ so an operator, or a test, can find and drop exactly this process's subscription
 """
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -39,6 +38,8 @@ from collections import defaultdict
 from typing import Any, Callable
 
 from django.conf import settings
+
+from covel import jsontext
 
 logger = logging.getLogger("covel.eventbus")
 
@@ -193,7 +194,7 @@ def publish(channel: str, message: dict[str, Any]) -> None:
     fan-out means; the durable log is already written).
     """
     if backend_name() == "redis":
-        _redis_client().publish(_PREFIX + channel, json.dumps(message, ensure_ascii=False, default=str))
+        _redis_client().publish(_PREFIX + channel, jsontext.dumps(message))
     else:
         dispatch_local(channel, message)
 
@@ -225,7 +226,7 @@ def notify(session_id: str, seq: int, events: list[dict[str, Any]] | None = None
         if backend_name() != "redis":
             dispatch_local(channel, message)
             return
-        data = json.dumps(message, ensure_ascii=False, default=str)
+        data = jsontext.dumps(message)
         if len(data) <= NOTIFY_INLINE_MAX:
             _redis_client().publish(_PREFIX + channel, data)
             return
@@ -347,7 +348,7 @@ def _handle(raw: dict[str, Any]) -> None:
     channel = channel[len(_PREFIX):]
     if kind == "message":
         try:
-            message = json.loads(raw["data"])
+            message = jsontext.loads(raw["data"])
         except ValueError:
             return
         dispatch_local(channel, message)

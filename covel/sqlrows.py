@@ -11,9 +11,10 @@ keeps using the ORM.
 """
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 from typing import Any, NamedTuple
+
+from covel import jsontext
 
 
 class RowsQuery(NamedTuple):
@@ -79,12 +80,32 @@ def rows_select_many(queries: list[RowsQuery], scalars: tuple[tuple[str, list[An
         cursor.execute("SELECT " + ", ".join(parts), params)
         row = cursor.fetchone()
     count = len(queries)
-    return [json.loads(value) if value else [] for value in row[:count]] + list(row[count:])
+    return [jsontext.loads(value) if value else [] for value in row[:count]] + list(row[count:])
+
+
+def model_from_row(model: Any, fields: tuple[str, ...], values: list[Any]) -> Any:
+    """An instance of ``model`` as the ORM loads it (``Model.from_db``: saved, not adding) from one
+    rows_select_many row: ``values`` in ``fields`` order (model field names, every concrete field
+    of the model), datetimes read by datetime_column, SQLite's 0/1 booleans as bool, JSON values
+    as decoded. For a row read together with others in one statement (the turn's session row)."""
+    from django.db import connection, models
+
+    meta = model._meta
+    names, converted = [], []
+    for name, value in zip(fields, values):
+        field = meta.get_field(name)
+        if isinstance(field, models.DateTimeField):
+            value = datetime_column(value)
+        elif isinstance(field, models.BooleanField) and value is not None:
+            value = bool(value)
+        names.append(field.attname)
+        converted.append(value)
+    return model.from_db(connection.alias, names, converted)
 
 
 def json_column(value: Any) -> Any:
     """A JSONField value as the driver returns it (text), decoded; None stays None."""
-    return json.loads(value) if isinstance(value, (str, bytes, bytearray)) else value
+    return jsontext.loads(value) if isinstance(value, (str, bytes, bytearray)) else value
 
 
 def datetime_column(value: Any) -> datetime | None:
@@ -175,7 +196,9 @@ def _adapters(model: Any, fields: tuple[str, ...]) -> list[Any]:
     adapters = []
     for name in fields:
         field = meta.get_field(name)
-        if isinstance(field, models.JSONField):
+        if isinstance(field, models.JSONField) and field.encoder is None:
+            adapters.append(_json_adapter(connection))
+        elif isinstance(field, models.JSONField):
             adapters.append(lambda v, encoder=field.encoder: ops.adapt_json_value(v, encoder))
         elif isinstance(field, models.DateTimeField):
             adapters.append(ops.adapt_datetimefield_value)
@@ -185,6 +208,17 @@ def _adapters(model: Any, fields: tuple[str, ...]) -> list[Any]:
         else:
             adapters.append(None)
     return adapters
+
+
+def _json_adapter(connection) -> Any:
+    """A JSONField value (no custom encoder) for the driver, as ``adapt_json_value`` makes it but
+    encoded by covel.jsontext (orjson; issue 18: a turn's ~80 trace rows and ~120 frames were the
+    largest JSON encoding cost): SQLite stores the text, psycopg gets a ``Jsonb`` that encodes with it."""
+    if connection.vendor == "postgresql":
+        from psycopg.types.json import Jsonb
+
+        return lambda v: Jsonb(v, dumps=jsontext.dumps_bytes)
+    return jsontext.dumps
 
 
 def set_clause(model: Any, values: dict[str, Any]) -> tuple[str, list[Any]]:

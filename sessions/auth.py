@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from typing import Any
 
 from covel.auth import is_operator, request_tokens, session_owner_checks_enabled
 from covel.errors import SessionNotFound, Unauthorized
@@ -36,6 +37,26 @@ def session_owner_check(request, session) -> None:
     if stored and any(hmac.compare_digest(token_hash(t), stored) for t in request_tokens(request)):
         return
     raise Unauthorized(code="session_owner_required", message="Session owner token required")
+
+
+def session_and_players_get_authorized(request, session_id: str) -> tuple[Any, list[str]]:
+    """``session_get_authorized`` for POST /api/actions: the Session row and the ids of its
+    ``type: player`` characters in creation order (what a seat with ``characters: "auto"`` binds,
+    sessions.selectors.seat_bound_character_ids), read by one statement (issue 18: two per turn).
+    Raises SessionNotFound (404) / Unauthorized (401)."""
+    from covel.sqlrows import RowsQuery, model_from_row, rows_select_many
+    from sessions.models import Character, Session
+
+    fields = tuple(f.name for f in Session._meta.concrete_fields)
+    session_rows, player_rows = rows_select_many([
+        RowsQuery(Session, fields, "id = %s", [session_id], "id"),
+        RowsQuery(Character, ("character_id",), "session_id = %s AND type = %s", [session_id, "player"], "created_at, id"),
+    ])
+    if not session_rows:
+        raise SessionNotFound(session_id)
+    session = model_from_row(Session, fields, session_rows[0])
+    session_owner_check(request, session)
+    return session, [row[0] for row in player_rows]
 
 
 def session_get_authorized(request, session_id: str, *, for_update: bool = False):

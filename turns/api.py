@@ -10,7 +10,7 @@ from covel.errors import ApiError
 from covel.openapi import OWNER, SESSION_ERRORS, contract, errors_merge
 from covel.headers import b64_json_header, plugin_user_settings_from_request, provider_keys_from_request
 from covel.jsonbody import json_body_load
-from sessions.auth import session_get_authorized
+from sessions.auth import session_and_players_get_authorized, session_get_authorized
 from turns import control, errors, services
 from turns.errors import SessionIncarnationChanged
 from turns.schemas import AbortOut, ActionRequestIn, ApprovalRequiredOut, SessionExecutionStatusOut, SteerIn, SteerOut
@@ -84,11 +84,12 @@ def post_action(request):
     when the turn could not be queued (nothing recorded; send the same requestId again).
     """
     action = services.action_request_parse(_request_body(request))
-    session = session_get_authorized(request, action.session_id)
+    session, player_character_ids = session_and_players_get_authorized(request, action.session_id)
     provider_keys = provider_keys_from_request(request)
-    execution, _created = services.execution_request(session=session, request=action, provider_keys=provider_keys,
+    execution, created = services.execution_request(session=session, request=action, provider_keys=provider_keys,
                                                      plugin_settings=plugin_user_settings_from_request(request),
-                                                     model_routing=_model_routing(request))
+                                                     model_routing=_model_routing(request),
+                                                     player_character_ids=player_character_ids)
     response = StreamingHttpResponse(
         execution_stream(
             execution_id=str(execution.id),
@@ -97,6 +98,7 @@ def post_action(request):
             session_id=execution.session_id,
             turn_id=execution.turn_id,
             reap=services.execution_reap_one,
+            fresh=created,
         ),
         content_type="text/event-stream; charset=utf-8",
     )

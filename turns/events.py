@@ -10,7 +10,6 @@ session's ``event_epoch``, ``seq`` the last event the client has seen (0 = none 
 """
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +18,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Max, Min
 
+from covel import jsontext
 from covel.sqlrows import set_clause
 from turns.event_types import event_type_check
 
@@ -210,7 +210,7 @@ def _append_rows_pg(session_id: str, events: list[NewEvent], head: str, head_par
     params += [session_id, len(events), connection.ops.adapt_datetimefield_value(created)]
     for index, event in enumerate(events, start=1):
         params += [index, event.topic, event.type, event.turn_id or "",
-                   json.dumps(event.payload, cls=meta.get_field("payload").encoder)]
+                   jsontext.dumps(event.payload)]
     sql = (f"WITH head AS ({head}) INSERT INTO \"{meta.db_table}\" ({columns}) "
            f"SELECT %s, head.event_seq - %s + v.k, v.topic, v.type, v.turn_id, v.payload, %s "
            f"FROM head, (VALUES {values}) AS v(k, topic, type, turn_id, payload) RETURNING \"{meta.get_field('seq').column}\"")

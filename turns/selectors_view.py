@@ -4,7 +4,6 @@ data, the latest trace events and the event cursor to subscribe from.
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from plugins_app.selectors_plugin_data import plugin_data_visible
@@ -16,6 +15,7 @@ from sessions.selectors import (
 from turns.engine import settlements as S
 from turns.engine.trace import STEP_FIELDS, prompt_digest
 from turns.models import InteractionRecord, TraceEvent
+from covel import jsontext
 from covel.times import iso
 from turns.selectors_records import trace_summary
 
@@ -136,7 +136,7 @@ def _view_steps_load(session: Session) -> list[dict[str, Any]]:
                              "message_count")
                 [:VIEW_TRACE_EVENTS])
     rows.reverse()
-    summaries = json.loads("[" + ",".join(row[6] or "null" for row in rows) + "]")
+    summaries = jsontext.loads("[" + ",".join(row[6] or "null" for row in rows) + "]")
     steps = []
     for (pk, event_type, turn_id, runtime_id, plugin_id, timestamp, _, picked, message_count), summary in zip(rows, summaries):
         if not isinstance(summary, dict):  # an older row: its summary from the picked fields

@@ -57,7 +57,7 @@ from turns.schemas import PAYLOAD_MODELS, ActionRequestIn
 from covel.times import wire_timestamp
 from turns.sse import ExecutionSink
 from turns.engine.ports import runtime_jobs_settle_wait as settle_wait
-from turns.engine.snapshot import session_snapshot_load
+from turns.engine.snapshot import session_and_snapshot_load
 
 logger = logging.getLogger("covel.turns")
 
@@ -334,20 +334,25 @@ def _fields_check(where: str, kind: dict[str, Any], fields: dict[str, Any] | Non
         )
 
 
-def action_request_admit(session, request: ActionRequest) -> dict[str, Any]:
+def action_request_admit(session, request: ActionRequest, *, player_character_ids: list[str] | None = None) -> dict[str, Any]:
     """Every check a request must pass before (and again inside) the session lock; returns the
-    payload to store, with submit_actions' actions resolved (see ``actions_check``)."""
+    payload to store, with submit_actions' actions resolved (see ``actions_check``;
+    ``player_character_ids`` when the caller read them with the session)."""
     session_guard(session, request.type)
     payload = dict(request.payload)
     if request.type == "submit_actions":
-        payload["actions"] = actions_check(session, payload["actions"])
+        payload["actions"] = actions_check(session, payload["actions"], player_character_ids=player_character_ids)
     return payload
 
 
 def execution_request(*, session, request: ActionRequest, provider_keys: dict[str, str] | None = None,
                       plugin_settings: dict[str, dict[str, Any]] | None = None,
-                      model_routing: dict[str, Any] | None = None) -> tuple[Execution, bool]:
+                      model_routing: dict[str, Any] | None = None,
+                      player_character_ids: list[str] | None = None) -> tuple[Execution, bool]:
     """Admit ``request`` and write its Execution row; returns (execution, created).
+
+    player_character_ids: the session's player characters as the caller read them with the
+    session (sessions.auth.session_and_players_get_authorized); None: read here when needed.
 
     plugin_settings: the decoded ``X-Plugin-User-Settings`` (``{pluginId: {key: value}}``), kept with
     the execution (payload key ``_pluginUserSettings``, never client-settable) so the worker merges
@@ -370,7 +375,7 @@ def execution_request(*, session, request: ActionRequest, provider_keys: dict[st
     existing = Execution.objects.filter(session_id=session.pk, request_id=request.request_id).first()
     if existing is not None:
         return _same_request(existing, request), False
-    payload = action_request_admit(session, request)
+    payload = action_request_admit(session, request, player_character_ids=player_character_ids)
     approvals.actions_gate(session, request_type=request.type, payload=payload)
     if request.type == "submit_actions":
         _form_providers_gate(session, payload)
@@ -378,36 +383,54 @@ def execution_request(*, session, request: ActionRequest, provider_keys: dict[st
     if plugin_settings:
         payload[PLUGIN_SETTINGS_KEY] = plugin_settings
     send_failures: list[BaseException] = []
+    execution_id = uuid.uuid4()
     try:
-        with transaction.atomic():
-            execution = Execution.objects.create(
-                session_id=session.pk,
-                request_id=request.request_id,
-                type=request.type,
-                payload=payload,
-                model=request.model or "",
-                trace_id=uuid.uuid4().hex,
-                turn_id=str(uuid.uuid4()),
-                origin=ORIGIN_PLAYER,
-                input_message_id=payload.get("inputMessageId", "") if request.type == "submit_actions" else "",
-                request_hash=request.request_hash,
-            )
-            # Before the commit that enqueues the task, so the claiming worker finds them.
-            control.provider_keys_put(str(execution.id), provider_keys or {}, routing=model_routing)
-            transaction.on_commit(functools.partial(_execution_send, str(execution.id), send_failures))
+        # Kept before the row exists, so the worker that claims it finds them (its task is sent
+        # only once the row is written).
+        control.provider_keys_put(str(execution_id), provider_keys or {}, routing=model_routing)
+    except _queue_errors() as exc:  # provider keys could not be kept: nothing recorded
+        logger.warning("execution request %s: Redis unavailable (%s); 503", request.request_id, exc.__class__.__name__)
+        raise TaskQueueUnavailable() from exc
+    try:
+        # One INSERT, in autocommit unless the caller holds a transaction (issue 18: no transaction
+        # of its own around a single statement); the (session, requestId) constraint refuses a twin.
+        execution = Execution.objects.create(
+            id=execution_id,
+            session_id=session.pk,
+            request_id=request.request_id,
+            type=request.type,
+            payload=payload,
+            model=request.model or "",
+            trace_id=uuid.uuid4().hex,
+            turn_id=str(uuid.uuid4()),
+            origin=ORIGIN_PLAYER,
+            input_message_id=payload.get("inputMessageId", "") if request.type == "submit_actions" else "",
+            request_hash=request.request_hash,
+        )
     except IntegrityError:
+        _provider_keys_drop(str(execution_id))
         existing = Execution.objects.filter(session_id=session.pk, request_id=request.request_id).first()
         if existing is None:
             raise
         return _same_request(existing, request), False
-    except _queue_errors() as exc:  # provider keys could not be kept: rolled back, nothing recorded
-        logger.warning("execution request %s: Redis unavailable (%s); 503", request.request_id, exc.__class__.__name__)
-        raise TaskQueueUnavailable() from exc
+    except Exception:
+        _provider_keys_drop(str(execution_id))
+        raise
+    # Sent once the row is committed (at once in autocommit).
+    transaction.on_commit(functools.partial(_execution_send, str(execution.id), send_failures))
     if send_failures:
         _execution_withdraw(execution, send_failures[0])
     # Background jobs of the session still waiting for credentials may use this request's.
     credentials_offer(str(session.pk), provider_keys, model_routing)
     return execution, True
+
+
+def _provider_keys_drop(execution_id: str) -> None:
+    """Take back the request keys kept for an execution row that was not written."""
+    try:
+        control.provider_keys_take(execution_id)
+    except Exception:  # they expire on their own (PROVIDER_KEYS_TTL_SECONDS)
+        pass
 
 
 def _execution_send(execution_id: str, failures: list[BaseException]) -> None:
@@ -500,7 +523,8 @@ def execution_cancel(execution_id: str) -> bool:
 
 def _engine_run(execution_id: str, sink: ExecutionSink, *, token, provider_keys: dict[str, str] | None,
                 session_id: str = "", plugin_settings: dict[str, Any] | None = None,
-                model_routing: dict[str, Any] | None = None, preloaded: tuple[Any, ...] | None = None):
+                model_routing: dict[str, Any] | None = None, preloaded: tuple[Any, ...] | None = None,
+                commit_best_effort: list[Any] | None = None):
     """Call the engine entry ``turns.engine.run.execution_run(execution_id, sink, cancel=...,
     provider_keys=..., code_grants=...)``; ``token`` is the execution's control token
     (``turns.control``); community code is checked against the session's grants as they are when it loads."""
@@ -514,7 +538,8 @@ def _engine_run(execution_id: str, sink: ExecutionSink, *, token, provider_keys:
             return execution_run(execution_id, sink, cancel=token, provider_keys=provider_keys,
                                  plugin_settings=plugin_settings,
                                  code_grants=code_grant_checker(session_id) if session_id else None,
-                                 model_routing=model_routing, preloaded=preloaded)
+                                 model_routing=model_routing, preloaded=preloaded,
+                                 commit_best_effort=commit_best_effort)
     finally:
         with _cancel_guard:
             _cancel_tokens.pop(execution_id, None)
@@ -628,14 +653,17 @@ def _execution_run_claimed(execution_id: str, execution_control: "control.Execut
                 execution_control.started()
                 session, snapshot = _admit_in_lock(execution)
                 ran = time.monotonic()
+                auto_snapshot = _AutoSnapshotInCommit()
                 outcome = _engine_run(str(execution.id), sink, token=execution_control.token,
                                       preloaded=(execution, session, snapshot),
                                       provider_keys=request_context.keys if request_context else None,
                                       model_routing=request_context.routing if request_context else None,
                                       session_id=str(execution.session_id),
-                                      plugin_settings=(execution.payload or {}).get(PLUGIN_SETTINGS_KEY))
+                                      plugin_settings=(execution.payload or {}).get(PLUGIN_SETTINGS_KEY),
+                                      commit_best_effort=[auto_snapshot])
                 metrics.turn_stage_observe("run", time.monotonic() - ran)
-                _auto_snapshot(str(execution.session_id), outcome)
+                if not auto_snapshot.holds(outcome):
+                    _auto_snapshot(str(execution.session_id), outcome)
                 # Frames are coalesced; this turn's are written (with its status and final frame,
                 # _settle) before the next turn of the session may start, so the session's frames
                 # stay in turn order. A failure from here on is not the turn's: it propagates (the
@@ -697,10 +725,39 @@ def _execution_claim(execution_id: str, now) -> Execution | None:
     return rows[0] if rows else None
 
 
+class _AutoSnapshotInCommit:
+    """The automatic snapshot as a turn commit's best-effort hook (turns.snapshots
+    .snapshot_auto_in_commit, CommitPlan.best_effort): refreshed in the transaction of each turn
+    the execution commits. An execution whose last committed turn was saved without it (the hook
+    failed and was left out, or another path committed the turn) is refreshed afterwards by
+    ``_auto_snapshot`` (``holds``)."""
+
+    __name__ = "automatic snapshot"
+
+    def __init__(self) -> None:
+        self.turn_ids: set[str] = set()  # the turns whose commit saved the snapshot
+
+    def __call__(self, session) -> list:
+        from turns.snapshots import snapshot_auto_in_commit
+
+        events = snapshot_auto_in_commit(session)
+        turn_id = events[0].payload.get("turnId") if events else None
+        if turn_id:
+            transaction.on_commit(lambda: self.turn_ids.add(turn_id))
+        return events
+
+    def holds(self, outcome: Any) -> bool:
+        """Whether the snapshot is current for ``outcome`` (nothing committed, or its last turn's
+        commit saved it)."""
+        read = _outcome_read(outcome or {})
+        return not read["committed"] or read["turn_id"] in self.turn_ids
+
+
 def _auto_snapshot(session_id: str, outcome: Any) -> None:
-    """After an execution committed (still holding the session lock): refresh the session's ``auto``
-    snapshot (turns.snapshots.snapshot_auto_refresh, spec 004 §Snapshot / Fork). The turn is already
-    saved, so a failure here is only logged (spec 004 §开场接力: 回合保存之后的收尾失败时只记日志)."""
+    """After an execution committed (still holding the session lock) without refreshing its
+    ``auto`` snapshot in the commit: refresh it now (turns.snapshots.snapshot_auto_refresh, spec 004
+    §Snapshot / Fork). The turn is already saved, so a failure here is only logged (spec 004
+    §开场接力: 回合保存之后的收尾失败时只记日志)."""
     if outcome is None or not _outcome_read(outcome)["committed"]:
         return
     from turns.snapshots import snapshot_auto_refresh
@@ -716,13 +773,10 @@ def _admit_in_lock(execution: Execution):
     waited for the lock), then refuse an inputMessageId a committed turn already saved.
     Returns the Session row it checked and the SessionSnapshot loaded from it (both current
     while the lock is held)."""
-    from sessions.models import Session
-
-    session = Session.objects.get(pk=execution.session_id)
+    # The session row and the turn's session snapshot, read by one statement here under the lock:
+    # the checks use its characters and the engine starts from it (nothing can commit in between).
+    session, snapshot = session_and_snapshot_load(str(execution.session_id))
     session_guard(session, execution.type)
-    # The turn's session snapshot, read once here under the lock: the checks use its characters
-    # and the engine starts from it (nothing can commit in between).
-    snapshot = session_snapshot_load(session)
     if execution.type == "submit_actions":
         actions_check(session, execution.payload.get("actions", []), player_character_ids=snapshot.player_character_ids())
     if execution.input_message_id and selectors.input_message_committed(execution.session_id, execution.input_message_id):

@@ -36,6 +36,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
+from covel import jsontext
 from covel.errors import ApiError, SessionNotFound
 from plugins_app.models import PluginData
 from sessions import auth
@@ -318,55 +319,83 @@ def snapshot_create(session_id: str, *, label: str = "", kind: str = Snapshot.KI
 def snapshot_auto_refresh(session_id: str) -> Snapshot | None:
     """Refresh the session's automatic snapshot after an execution committed its turn(s) (spec 004
     §Snapshot / Fork: kind ``auto``; 自动快照被刷新时 ID 不变，payload 和 createdAt 更新; 自动快照的时间是
-    全部 proposal 提交完成后实际拍摄的时间).
+    全部 proposal 提交完成后实际拍摄的时间), in a transaction of its own.
 
-    Policy: every execution of POST /api/actions that committed a turn (player, opening
-    continuation, retry) refreshes it once, after its last commit. Retention: one ``auto`` snapshot
-    per session — the first is created, later ones overwrite its payload, ``turnId``,
-    ``completedPlayerTurns`` and ``createdAt`` under the same id (manual and fork snapshots are never
-    touched; should an older copy exist, only the newest is refreshed). Appends ``state.snapshot.created`` (topic state) each time, in the same transaction.
-    Precondition: the caller holds the session lock (the turn worker does). Returns the snapshot, or
-    None when the session is gone or being deleted.
+    The turn worker refreshes it inside each turn's commit instead (``snapshot_auto_in_commit``);
+    this is the fallback when that did not happen. Policy and retention as there; appends
+    ``state.snapshot.created`` (topic state) in the same transaction. Precondition: the caller holds
+    the session lock (the turn worker does). Returns the snapshot, or None when the session is gone
+    or being deleted.
     """
-    from django.db import connection
-    from django.utils import timezone
-
     with transaction.atomic():
         # The session row is read by the capture's one statement (its one consistent view; the
         # caller's session lock keeps turns and deletions out meanwhile).
         session, payload = _capture(session_id)
         if session is None or session.deletion_state == Session.DELETION_DELETING:
             return None
-        # The payload is serialised once: the stored text is the compact form payloadSizeBytes counts.
-        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-        size, turn_id = len(text.encode("utf-8")), payload.get("turnId") or ""
-        completed, created = payload["session"]["completedPlayerTurns"], timezone.now()
-        # One UPDATE of the newest auto snapshot, RETURNING what the caller gets (issue 18: it was
-        # a locking SELECT and an UPDATE per turn). The session lock (held by the caller) and this
-        # transaction keep it the only one: only this function creates auto snapshots.
-        table = Snapshot._meta.db_table
-        data = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f'UPDATE "{table}" SET data = {data}, payload_size_bytes = %s, turn_id = %s, completed_player_turns = %s, '
-                f'created_at = %s WHERE id = (SELECT id FROM "{table}" WHERE session_id = %s AND kind = %s '
-                f'ORDER BY created_at DESC, id DESC LIMIT 1) RETURNING id, snapshot_id, label, parent_snapshot_id',
-                [text, size, turn_id, completed, connection.ops.adapt_datetimefield_value(created), session.pk,
-                 Snapshot.KIND_AUTO])
-            kept = cursor.fetchone()
-        if kept is None:
-            return _snapshot_write(session, payload, kind=Snapshot.KIND_AUTO)
-        pk, snapshot_id, label, parent = kept
-        session_events_append(session.id, [NewEvent(type=EVENT_SNAPSHOT_CREATED, topic=TOPIC_STATE, payload={
-            "snapshotId": snapshot_id, "kind": Snapshot.KIND_AUTO, "turnId": turn_id or None})])
+        snapshot, event = _auto_write(session, payload)
+        session_events_append(session.id, [event])
+        return snapshot
+
+
+def snapshot_auto_in_commit(session: Session) -> list[NewEvent]:
+    """Refresh the automatic snapshot inside a turn's commit transaction (turns.engine.commit
+    ``CommitPlan.best_effort``): ``session`` is the commit's locked row with the fields this commit
+    writes (its clock, phase, metadata), the other tables already hold the turn's writes.
+
+    Policy: every execution of POST /api/actions that committed a turn (player, opening
+    continuation, retry) refreshes it with each commit, so after its last commit it holds the
+    state the execution left. Retention: one ``auto`` snapshot per session — the first is created,
+    later ones overwrite its payload, ``turnId``, ``completedPlayerTurns`` and ``createdAt`` under
+    the same id (manual and fork snapshots are never touched; should an older copy exist, only the
+    newest is refreshed). Returns ``[state.snapshot.created]`` (topic state) for the commit to
+    append after its own events; [] when the session is being deleted. Issue 18: a transaction and
+    three statements per turn less than a refresh of its own (the session row, the event head).
+    """
+    if session.deletion_state == Session.DELETION_DELETING:
+        return []
+    _, payload = _capture(session.pk, session)
+    return [_auto_write(session, payload)[1]]
+
+
+def _auto_write(session: Session, payload: dict[str, Any]) -> tuple[Snapshot, NewEvent]:
+    """Write ``payload`` as the session's automatic snapshot (in the caller's transaction);
+    returns the row and its ``state.snapshot.created`` event, not yet appended."""
+    from django.db import connection
+    from django.utils import timezone
+
+    # The payload is serialised once: the stored text is the compact form payloadSizeBytes counts.
+    text = jsontext.dumps(payload)
+    size, turn_id = len(text.encode("utf-8")), payload.get("turnId") or ""
+    completed, created = payload["session"]["completedPlayerTurns"], timezone.now()
+    # One UPDATE of the newest auto snapshot, RETURNING what the caller gets (issue 18: it was
+    # a locking SELECT and an UPDATE per turn). The session lock (held by the caller) and this
+    # transaction keep it the only one: only this module creates auto snapshots.
+    table = Snapshot._meta.db_table
+    data = "%s::jsonb" if connection.vendor == "postgresql" else "%s"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'UPDATE "{table}" SET data = {data}, payload_size_bytes = %s, turn_id = %s, completed_player_turns = %s, '
+            f'created_at = %s WHERE id = (SELECT id FROM "{table}" WHERE session_id = %s AND kind = %s '
+            f'ORDER BY created_at DESC, id DESC LIMIT 1) RETURNING id, snapshot_id, label, parent_snapshot_id',
+            [text, size, turn_id, completed, connection.ops.adapt_datetimefield_value(created), session.pk,
+             Snapshot.KIND_AUTO])
+        kept = cursor.fetchone()
+    if kept is None:
+        snapshot = Snapshot.objects.create(
+            session=session, snapshot_id=str(uuid.uuid4()), kind=Snapshot.KIND_AUTO, turn_id=turn_id,
+            completed_player_turns=completed, data=payload, payload_size_bytes=size)
+    else:
         # The row as just written, without reading the (history-sized) payload back and decoding it
         # per turn: ``data`` stays deferred and loads from the row if a caller reads it.
-        keep = Snapshot(id=pk, session_id=session.pk, snapshot_id=snapshot_id, label=label, kind=Snapshot.KIND_AUTO,
-                        turn_id=turn_id, parent_snapshot_id=parent, completed_player_turns=completed,
-                        payload_size_bytes=size, created_at=created)
-        del keep.__dict__["data"]  # deferred, as a .defer("data") row
-        keep._state.adding, keep._state.db = False, connection.alias
-        return keep
+        pk, snapshot_id, label, parent = kept
+        snapshot = Snapshot(id=pk, session_id=session.pk, snapshot_id=snapshot_id, label=label, kind=Snapshot.KIND_AUTO,
+                            turn_id=turn_id, parent_snapshot_id=parent, completed_player_turns=completed,
+                            payload_size_bytes=size, created_at=created)
+        del snapshot.__dict__["data"]  # deferred, as a .defer("data") row
+        snapshot._state.adding, snapshot._state.db = False, connection.alias
+    return snapshot, NewEvent(type=EVENT_SNAPSHOT_CREATED, topic=TOPIC_STATE, payload={
+        "snapshotId": snapshot.snapshot_id, "kind": Snapshot.KIND_AUTO, "turnId": turn_id or None})
 
 
 # ---------------------------------------------------------------------------------------------

@@ -38,7 +38,6 @@ Recovery (every stream ends; ARCHITECTURE "Things every instance must agree on")
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import threading
 import time
@@ -49,7 +48,7 @@ from django.db import IntegrityError, connection, transaction
 
 from covel.sqlrows import rows_insert
 from covel.times import wire_timestamp
-from covel import eventbus, metrics
+from covel import eventbus, jsontext, metrics
 from turns.event_types import event_type_check
 
 logger = logging.getLogger("covel.turns.sse")
@@ -264,7 +263,7 @@ class ExecutionSink:
 
 def envelope_encode(envelope: dict[str, Any]) -> str:
     """One data-only SSE frame for ``envelope``."""
-    return "data: " + json.dumps(envelope, ensure_ascii=False, separators=(",", ":"), default=str) + "\n\n"
+    return "data: " + jsontext.dumps(envelope) + "\n\n"
 
 
 class _Relay:
@@ -423,7 +422,7 @@ def _execution_check(execution_id: str, reap: Callable[[str], Any]) -> bool:
 async def execution_stream(
     *, execution_id: str, request_id: str, trace_id: str, session_id: str, turn_id: str = "",
     reap: Callable[[str], Any], keepalive_seconds: float | None = None, poll_seconds: float = POLL_SECONDS,
-    db_outage_seconds: float | None = None,
+    db_outage_seconds: float | None = None, fresh: bool = False,
 ) -> AsyncIterator[str]:
     """Relay one execution's frames as SSE chunks until its final frame (see module docstring).
 
@@ -433,6 +432,10 @@ async def execution_stream(
     frames itself. The caller passes it so this relay stays below the services it serves.
     keepalive_seconds: default COVEL_SSE_KEEPALIVE_SECONDS; db_outage_seconds: default
     COVEL_SSE_DB_OUTAGE_SECONDS. Never raises: every ending is a final frame.
+    fresh: the execution was created by this request, so the stream subscribes before its worker
+    has stored much, if anything: the stored frames are not read first (issue 18: a read per turn);
+    frames stored before the subscription show up as a gap before the first announcement (read
+    then), and a stream that hears nothing reads at its first quiet poll, as every stream does.
     Database reads run thread-sensitive, i.e. on the request's own thread and connection, which
     Django closes when the response ends.
     """
@@ -476,7 +479,7 @@ async def execution_stream(
     unsubscribe = await sync_to_async(eventbus.subscribe, thread_sensitive=False)(execution_channel(execution_id), on_message)
     metrics.stream_opened(metrics.STREAM_ACTION)
     try:
-        _, chunks = await catch_up()
+        _, chunks = (True, []) if fresh else await catch_up()
         if chunks:
             yield "".join(chunks)
         if not relay.finished and relay.seq == 0:

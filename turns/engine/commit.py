@@ -26,6 +26,8 @@ from typing import Any, Callable
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from covel.sqlrows import rows_insert
+
 from turns.engine import ports, trace as T
 from turns.engine.appliers import appliers
 from turns.engine.cadence import TRIGGER_LEDGER_KEY, trigger_ledger_advance
@@ -100,6 +102,14 @@ class CommitPlan:
     #: the ones written, filled by ``turn_commit`` before the ``in_transaction`` hooks run.
     followers: list[dict[str, Any]] = field(default_factory=list)
     followers_staged: list[dict[str, str]] = field(default_factory=list)
+    #: Called last inside the commit transaction with the locked Session (its fields as this commit
+    #: leaves them), after the turn's own events; returns extra NewEvents, appended after
+    #: execution.completed. Best effort: when one raises, the attempt is rolled back and the turn
+    #: commits again without them (logged), e.g. the automatic snapshot (turns.snapshots).
+    best_effort: list[Callable[[Any], list[NewEvent]]] = field(default_factory=list)
+    #: Send the background memory-index update after the commit (turns.engine.memory_index); the
+    #: turn runner clears it for a session without a memory index (SessionSnapshot.memory_indexed).
+    memory_index: bool = True
 
 
 @dataclass
@@ -148,21 +158,30 @@ def turn_commit(*, session_id: str, plan: CommitPlan, results: list[RuntimeResul
     after the loop.
     """
     excluded: dict[int, dict[str, Any]] = {}
-    record_inputs = True
+    record_inputs = best_effort = True
     while True:
         try:
             return _turn_commit_attempt(session_id=session_id, plan=plan, results=results, tracer=tracer, excluded=excluded,
-                                        record_inputs=record_inputs)
+                                        record_inputs=record_inputs, best_effort=best_effort)
         except _OptionalRuntimeFailed as failure:
             excluded[failure.index] = failure.item
+        except _BestEffortFailed as failure:
+            logger.warning("turn %s: %s not written with the commit", plan.turn.turn_id, failure.args[0],
+                           exc_info=failure.__cause__)
+            best_effort = False
         except InteractionInputsFailed as failure:
             # Best effort (spec 004 §统一翻译层: 写入失败只记一条警告日志): the turn commits without them.
             logger.warning("turn %s: interaction records not written", failure.args[0], exc_info=failure.__cause__)
             record_inputs = False
 
 
+class _BestEffortFailed(Exception):
+    """A ``CommitPlan.best_effort`` hook raised: the attempt is rolled back and runs again without them."""
+
+
 def _turn_commit_attempt(*, session_id: str, plan: CommitPlan, results: list[RuntimeResult], tracer: T.Tracer,
-                         excluded: dict[int, dict[str, Any]], record_inputs: bool = True) -> CommitOutcome:
+                         excluded: dict[int, dict[str, Any]], record_inputs: bool = True,
+                         best_effort: bool = True) -> CommitOutcome:
     from sessions.models import ChatMessage, Session, TurnMessage
     from turns.models import RuntimeOutput, TurnResult
 
@@ -224,11 +243,14 @@ def _turn_commit_attempt(*, session_id: str, plan: CommitPlan, results: list[Run
                         TurnMessage(session=session, turn_id=turn.turn_id, runtime_id=result.runtime_id,
                                     role="assistant", content={"text": result.text}))
             _messages_flush(ctx, player_message_id)
-            RuntimeOutput.objects.bulk_create([
-                RuntimeOutput(session=session, output_id=str(uuid.uuid4()), turn_id=turn.turn_id, plugin_id=r.plugin_id,
-                              runtime_id=r.runtime_id, status=r.status, output=_runtime_output_json(r, session))
-                for r in results if r.status != STATUS_DEFERRED
-            ])
+            # Plain multi-row INSERTs for the runtime outputs and the turn result below (covel.sqlrows:
+            # the ORM's per-object preparation cost more than the statements, issue 18).
+            committed_at = timezone.now()
+            rows_insert(RuntimeOutput, ("session", "output_id", "turn_id", "plugin_id", "runtime_id", "status", "output",
+                                        "created_at"),
+                        [(session.pk, str(uuid.uuid4()), turn.turn_id, r.plugin_id, r.runtime_id, r.status,
+                          _runtime_output_json(r, session), committed_at)
+                         for r in results if r.status != STATUS_DEFERRED])
             summary = {**plan.summary, "runtimeResults": [r.summary() for r in results]}
             if failed:
                 summary["failedProposals"] = failed
@@ -262,9 +284,10 @@ def _turn_commit_attempt(*, session_id: str, plan: CommitPlan, results: list[Run
             # Written with the event head at the end of the commit (session_events_append's
             # session_fields: one UPDATE); the hooks below see and change this same row object.
             session.updated_at = timezone.now()
-            TurnResult.objects.create(session=session, execution_id=plan.execution_id, turn_id=turn.turn_id, origin=turn.origin,
-                                      committed=True, player_turn_index=player_turn_index,
-                                      input_message_id=plan.player_input.message_id if plan.player_input else "", summary=summary)
+            rows_insert(TurnResult, ("session", "execution", "turn_id", "origin", "committed", "abort_reason",
+                                     "player_turn_index", "input_message_id", "summary", "created_at"),
+                        [(session.pk, plan.execution_id, turn.turn_id, turn.origin, True, "", player_turn_index,
+                          plan.player_input.message_id if plan.player_input else "", summary, committed_at)])
             dropped = {item["runtimeId"] for item in failed}
             followers = [spec for spec in plan.followers if spec.get("sourceRuntimeId") not in dropped]
             if followers:
@@ -284,8 +307,14 @@ def _turn_commit_attempt(*, session_id: str, plan: CommitPlan, results: list[Run
             tracer.emit(TURN_COMPLETED, done, turn_id=turn.turn_id, forward=False)
             T.trace_rows_write(session_id, plan.trace_id, tracer.take_records())
             ctx.events.append(NewEvent(type=T.EXECUTION_COMPLETED, topic="runtime", turn_id=turn.turn_id, payload=done))
+            for hook in (plan.best_effort if best_effort else ()):
+                try:
+                    ctx.events.extend(hook(session))
+                except Exception as exc:  # any failure: the turn commits without the hooks
+                    raise _BestEffortFailed(getattr(hook, "__name__", repr(hook))) from exc
             # The semantic memory index follows the commit in the background (turns.engine.memory_index).
-            ports.memory_index_changed(session_id)
+            if plan.memory_index:
+                ports.memory_index_changed(session_id)
             rows = session_events_append(session_id, ctx.events,
                                          session_fields={name: getattr(session, name) for name in fields})
     except IntegrityError as exc:

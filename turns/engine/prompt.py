@@ -91,7 +91,29 @@ def budget_cut(text: str, limit: int) -> tuple[str, bool]:
     return text[:limit].rstrip() + "\n…", True
 
 
+#: character_line's results by (id(record), zh), each with its record: a turn's ~9 prompts list the
+#: same ~20 snapshot records (immutable, shared by the runtimes of an execution), so each line is
+#: made once instead of once per prompt (issue 18: 225 lines and JSON encodings a full-game turn).
+#: The record is kept beside its line, so an id reused by a new object never hits a stale entry.
+#: A dict rather than functools.lru_cache: the records hold dicts and are not hashable.
+_CHARACTER_LINES: dict[tuple[int, bool], tuple[CharacterRecord, str]] = {}
+_CHARACTER_LINES_MAX = 4096
+
+
 def character_line(c: CharacterRecord, zh: bool) -> str:
+    """One roster line of the prompt: ``- [type] name — aliases: … — description — {fields}``."""
+    key = (id(c), zh)
+    hit = _CHARACTER_LINES.get(key)
+    if hit is not None and hit[0] is c:
+        return hit[1]
+    line = _character_line_make(c, zh)
+    if len(_CHARACTER_LINES) >= _CHARACTER_LINES_MAX:
+        _CHARACTER_LINES.clear()
+    _CHARACTER_LINES[key] = (c, line)
+    return line
+
+
+def _character_line_make(c: CharacterRecord, zh: bool) -> str:
     bits = [c.name]
     if c.aliases:
         bits.append(("别名：" if zh else "aliases: ") + ", ".join(c.aliases))

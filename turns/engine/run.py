@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from django.conf import settings
 
@@ -166,6 +166,7 @@ def execution_run(
     code_grants: CodeGrants | None = None,
     model_routing: dict[str, Any] | None = None,
     preloaded: tuple[Any, ...] | None = None,
+    commit_best_effort: list[Callable[[Any], list[Any]]] | None = None,
 ) -> ExecutionOutcome:
     """Run one claimed execution (see module docstring).
 
@@ -187,6 +188,9 @@ def execution_run(
     preloaded: ``(execution, session)`` rows the caller read under the session lock, optionally
     followed by the SessionSnapshot it loaded from that session row (so the engine does not read
     them again); default: read here.
+    commit_best_effort: hooks every turn commit of this execution runs last in its transaction
+    (``CommitPlan.best_effort``: ``hook(session) -> [NewEvent]``; a failing one is left out of the
+    commit, not the turn), e.g. the worker's automatic snapshot.
     Preconditions: the caller holds the session lock for the whole call.
     """
     from sessions.models import Session
@@ -223,6 +227,7 @@ def execution_run(
     runner = _Runner(execution=execution, session_id=session.id, sink=sink, trace_id=trace_id, cancel=cancel,
                      plugin_registry=plugin_registry, router=model_router, plugin_settings=plugin_settings,
                      code_grants=code_grants)
+    runner.commit_best_effort = list(commit_best_effort or ())
     runner.session_row = session  # the first snapshot loads from it (nothing committed since it was read)
     runner.snapshot_row = snapshot  # or is this one, loaded from that row
     return runner.run(payload)
@@ -255,6 +260,7 @@ class _Runner:
         self.recovered_from: str | None = None  # recoverFromTurnId, once checked
         self.session_row: Any = None  # a Session row still current, used once by _env
         self.snapshot_row: Any = None  # a SessionSnapshot still current (of session_row), used once by _env
+        self.commit_best_effort: list[Any] = []  # CommitPlan.best_effort of every turn commit
 
     def _env(self) -> ExecutionEnv:
         from sessions.models import Session
@@ -424,7 +430,8 @@ class _Runner:
                           summary={"origin": turn.origin, "kind": turn.kind, SUMMARY_LOGICAL_TURN: turn.logical_turn,
                                    **({"playerInput": {"actions": player_input.actions, "messageId": player_input.message_id}} if player_input else {}),
                                    **({SUMMARY_RETRY: scope.summary()} if scope is not None else {}),
-                                   **({SUMMARY_RECOVERED_FROM: self.recovered_from} if self.recovered_from else {})})
+                                   **({SUMMARY_RECOVERED_FROM: self.recovered_from} if self.recovered_from else {})},
+                          best_effort=list(self.commit_best_effort), memory_index=snapshot.memory_indexed)
         if turn.kind == "main" and turn.only_runtime_ids is None:
             # The cadence ledger (turns.engine.cadence) counts what this turn triggered; a manual re-run does not count.
             ledgered = {r.id for r in env.runtimes() if trigger_is_ledgered(r)}

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from covel.sqlrows import RowsQuery, datetime_column, rows_select_many
+from covel.sqlrows import RowsQuery, datetime_column, model_from_row, rows_select_many
 from plugins_app.toolkit.state import CharacterRecord, LorebookEntry, MemoryMessage, WorldDimension
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -61,6 +61,9 @@ class SessionSnapshot:
     #: ``{dimensionId: updateRule}`` (dimension_rules_of), read with the
     #: dimensions. Private to the dimension provider: only ``{{ world.dimensionRules }}`` shows it.
     dimension_rules: dict[str, str] = field(default_factory=dict)
+    #: Whether the session has a memory index row (turns.engine.memory_index): only then does a
+    #: commit send the background index update (an unlocked session is indexed by its first recall).
+    memory_indexed: bool = True
 
     @property
     def runtime_model_overrides(self) -> dict[str, str]:
@@ -122,14 +125,25 @@ def session_snapshot_load(session: Any) -> SessionSnapshot:
     RECALL_MESSAGES chat messages and HISTORY_ROWS turn messages, pending interactions and the
     world row: one plain-SQL statement of ten aggregated reads (covel.sqlrows.rows_select_many:
     this runs every turn)."""
-    from plugins_app.models import PluginData
-    from sessions.models import (Character, CharacterSchema, ChatMessage, DimensionValue, LorebookEntry as LoreRow, TurnMessage,
-                                 World)
-    from turns.models import InteractionRecord
+    return _snapshot_read(session.pk, session)[1]
 
-    sid = [session.pk]
-    (character_rows, schema_rows, dimension_rows, plugin_rows, lore_rows, recent, history_rows,
-     pending_rows, world_rows) = rows_select_many([
+
+def session_and_snapshot_load(session_id: str) -> tuple[Any, SessionSnapshot]:
+    """The Session row of ``session_id`` (a sessions.models.Session, as the ORM loads it) and its
+    SessionSnapshot (``session_snapshot_load``), both read by the snapshot's one statement (issue
+    18: the turn worker's admission read the row first, a statement per turn). Raises
+    Session.DoesNotExist when there is no such session."""
+    return _snapshot_read(session_id, None)
+
+
+def _snapshot_read(session_id: str, session: Any) -> tuple[Any, SessionSnapshot]:
+    from plugins_app.models import PluginData
+    from sessions.models import (Character, CharacterSchema, ChatMessage, DimensionValue, LorebookEntry as LoreRow, Session,
+                                 TurnMessage, World)
+    from turns.models import InteractionRecord, MemoryIndex
+
+    sid = [session_id]
+    queries = [
         RowsQuery(Character, ("character_id", "name", "type", "aliases", "description", "fields", "version", "created_at",
                               "updated_at"), "session_id = %s", sid, "id"),
         RowsQuery(CharacterSchema, ("schema",), "session_id = %s", sid, "id", 1),
@@ -139,9 +153,24 @@ def session_snapshot_load(session: Any) -> SessionSnapshot:
         RowsQuery(ChatMessage, ("role", "content", "message_id"), "session_id = %s", sid, "id DESC", RECALL_MESSAGES),
         RowsQuery(TurnMessage, ("turn_id", "runtime_id", "role", "content"), "session_id = %s", sid, "id DESC", HISTORY_ROWS),
         RowsQuery(InteractionRecord, ("turn_id", "interaction_id", "type", "plugin_id", "runtime_id", "spec"),
-                  "session_id = %s AND status = %s", [session.pk, "pending"], "id"),
-        RowsQuery(World, _WORLD_FIELDS, "id = %s", [session.world_id or ""], "id"),
-    ])
+                  "session_id = %s AND status = %s", [session_id, "pending"], "id"),
+    ]
+    session_fields = tuple(f.name for f in Session._meta.concrete_fields)
+    if session is None:
+        queries.append(RowsQuery(World, _WORLD_FIELDS, f'id = (SELECT world_id FROM "{Session._meta.db_table}" WHERE id = %s)',
+                                 sid, "id"))
+        queries.append(RowsQuery(Session, session_fields, "id = %s", sid, "id"))
+    else:
+        queries.append(RowsQuery(World, _WORLD_FIELDS, "id = %s", [session.world_id or ""], "id"))
+    memory_indexed_sql = (f'(SELECT COUNT(*) FROM "{MemoryIndex._meta.db_table}" WHERE session_id = %s)', sid)
+    values = rows_select_many(queries, (memory_indexed_sql,))
+    (character_rows, schema_rows, dimension_rows, plugin_rows, lore_rows, recent, history_rows,
+     pending_rows, world_rows) = values[:9]
+    if session is None:
+        if not values[9]:
+            raise Session.DoesNotExist(f"Session {session_id} does not exist")
+        session = model_from_row(Session, session_fields, values[9][0])
+    memory_indexed = bool(values[-1])
     characters = [
         CharacterRecord(id=character_id, name=name, type=kind, aliases=tuple(aliases or ()), description=description,
                         fields=dict(fields or {}), version=version, created_at=_iso(datetime_column(created)),
@@ -173,7 +202,7 @@ def session_snapshot_load(session: Any) -> SessionSnapshot:
         for turn_id, interaction_id, kind, plugin_id, runtime_id, spec in pending_rows
     ]
     metadata = dict(session.metadata or {})
-    return SessionSnapshot(
+    return session, SessionSnapshot(
         session_id=session.id,
         locale=session.locale,
         phase=session.phase,
@@ -194,4 +223,5 @@ def session_snapshot_load(session: Any) -> SessionSnapshot:
         messages=messages,
         history=history,
         pending_interactions=pending,
+        memory_indexed=memory_indexed,
     )

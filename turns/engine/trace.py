@@ -11,11 +11,12 @@ Thread-safe: runtimes of one stage emit from worker threads; sink calls are seri
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Protocol
+
+from covel import jsontext
 
 NARRATIVE_DELTA = "narrative.delta"
 NARRATIVE_COMPLETED = "narrative.completed"
@@ -177,7 +178,7 @@ class Tracer:
 def prompt_digest(messages: Any) -> str:
     """First 16 hex digits of the SHA-256 of a prompt's messages (canonical JSON): how the session
     view names a prompt it does not carry (GET /api/traces/:sessionId has the prompt itself)."""
-    return hashlib.sha256(json.dumps(messages, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()[:16]
+    return hashlib.sha256(jsontext.dumps_bytes(messages, sort_keys=True)).hexdigest()[:16]
 
 
 # What the session view shows of a trace event (turns.selectors_view): the payload's top-level
