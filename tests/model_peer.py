@@ -14,6 +14,8 @@ Wire behaviour (``Quirks``):
 - ``faults``: a queue of ``{"status": 429|500, "message"?}`` or ``{"stall_seconds": s}`` answers
   given before the next normal reply; ``"when_tool": name`` keeps one for the next request that
   offers that tool (one runtime's call).
+- ``prose_pause``: ``(n, seconds)``, a reply's prose stops for ``seconds`` after its n-th content
+  chunk, then goes on (a host that stalls mid-sentence).
 - ``GET /v1/models`` lists ``models``.
 - ``POST /v1/embeddings`` (``{"model", "input"}``) answers ``{"data": [{"index", "embedding"}]}``:
   deterministic vectors of ``embedding_dim`` floats hashed from the input's words (texts sharing
@@ -53,6 +55,9 @@ class Quirks:
     no_tools: bool = False
     usage_chunk: bool = True
     chunk_chars: int = CHUNK_CHARS
+    #: ``(chunks, seconds)``: a reply's prose pauses ``seconds`` after its first ``chunks`` content
+    #: chunks (a host that stalls mid-sentence, then goes on)
+    prose_pause: tuple[int, float] | None = None
 
 
 @dataclass
@@ -154,9 +159,16 @@ class ModelPeer:
                 except Exception as exc:  # a brain bug must show in the test, not hang the client
                     owner.errors.append(f"{type(exc).__name__}: {exc}")
                     reply = Reply(text="(the peer could not answer)")
+                pause = owner.quirks.prose_pause
+                content_chunks = 0
                 for frame in owner._frames(body, reply):
                     self.wfile.write(f"data: {json.dumps(frame, ensure_ascii=False)}\n\n".encode())
                     self.wfile.flush()
+                    delta = (frame.get("choices") or [{}])[0].get("delta") or {}
+                    if delta.get("content"):
+                        content_chunks += 1
+                        if pause is not None and content_chunks == pause[0]:
+                            time.sleep(pause[1])
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
                 seen.finished_at = time.perf_counter()

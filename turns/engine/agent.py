@@ -29,6 +29,7 @@ import jsonschema
 
 from plugins_app.manifests import RuntimeManifest
 from turns.engine import trace as T
+from turns.engine.deltas import DeltaCoalescer
 from turns.engine.env import ExecutionEnv
 from turns.engine.hooks import POST_TOOL_USE, has_hooks, post_context_assembly, post_tool_use, pre_llm_call, pre_tool_use
 from covel.jsoncopy import json_copy
@@ -628,9 +629,11 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
         response: ModelResponse | None = None
         streamed: list[str] = []
         for attempt in range(max_retries + 1):
+            # prose chunks leave as at most one narrative.delta per DELTA_WINDOW_SECONDS (turns.engine.deltas)
+            deltas = DeltaCoalescer(lambda t: emit(T.NARRATIVE_DELTA, {"text": t, "step": step})) if is_story else None
             try:
                 response = _model_call(env, slot, call_model, request, streamed, call_timeout_ms=call_timeout_ms,
-                                       on_delta=(lambda t: emit(T.NARRATIVE_DELTA, {"text": t, "step": step})) if is_story else None)
+                                       on_delta=deltas.add if deltas is not None else None)
                 break
             except ModelError as exc:
                 # loop.maxRetries: a call that failed before streaming anything is sent again on a
@@ -641,6 +644,9 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
                                        "durationMs": int((time.monotonic() - t0) * 1000), "error": {"code": exc.code, "message": exc.message},
                                        "retry": attempt + 1})
                 _backoff(env, min(RETRY_BACKOFF_SECONDS * (2 ** attempt), RETRY_BACKOFF_MAX_SECONDS))
+            finally:
+                if deltas is not None:
+                    deltas.close()  # the held prose leaves before any later frame of this runtime
         if response is None:
             raise ModelError("bad_response", "the model stream ended without a response")
         text = response.text or "".join(streamed)
