@@ -103,12 +103,16 @@ def test_history_keeps_repaired_arguments_or_the_raw_text_as_a_string():
 def test_parallel_pool_runs_at_most_eight_and_keeps_model_order():
     lock = threading.Lock()
     state = {"now": 0, "max": 0}
+    full = threading.Event()  # set once 8 calls run at once: a slow thread start on a busy machine still meets them
 
     def slow(args, ctx):
         with lock:
             state["now"] += 1
             state["max"] = max(state["max"], state["now"])
-        time.sleep(0.15 - args["i"] * 0.01)
+            if state["now"] >= 8:
+                full.set()
+        full.wait(5)
+        time.sleep(0.1 - args["i"] * 0.008)  # later calls finish first: the results still keep the model's order
         with lock:
             state["now"] -= 1
         return {"i": args["i"]}
