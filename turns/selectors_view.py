@@ -23,7 +23,9 @@ from turns.selectors_records import trace_summary
 
 def session_view(session: Session, registry) -> dict[str, Any]:
     """GET /api/sessions/:id/view (SessionSnapshot): latest 80 messages + cursor, characters, plugins,
-    latest 600 trace events, event cursor, submitted interactions, public dimensions."""
+    their visible plugin data (without the dimension provider's settlement receipts, summarised in
+    dimensionSettlements), latest 600 trace events, event cursor, submitted interactions, public
+    dimensions."""
     # The event cursor is read first: an event committed after it is replayed by the subscription.
     fresh = Session.objects.get(pk=session.pk)
     cursor = event_cursor(fresh)
@@ -42,18 +44,25 @@ def session_view(session: Session, registry) -> dict[str, Any]:
     ]
     steps = _view_steps_load(fresh)
     runnable, _ = runnable_plugins(fresh, registry)
+    dimension_view = dimension_provider_view(fresh, registry, runnable)
+    # The provider's settlement receipts are the kernel's bookkeeping (written only by the
+    # dimension.update applier): the view carries their public summaries as dimensionSettlements
+    # and, as spec 004 §GET /view says, not the full receipts. GET /api/plugins/.../data keeps them.
+    provider = dimension_view.get("dimensionProviderPluginId")
+    plugin_data = [row for row in plugin_data_visible(fresh, plugin_ids=runnable)
+                   if not (row["pluginId"] == provider and row["namespace"] == S.SETTLEMENTS_NAMESPACE)]
     return {
         "session": session_out(fresh),
         "messages": page["items"],
         "messagesCursor": page["nextCursor"],
         "characters": characters_list(fresh),
         "plugins": runnable,
-        "pluginData": plugin_data_visible(fresh, plugin_ids=runnable),
+        "pluginData": plugin_data,
         "executionSteps": steps,
         "eventCursor": cursor,
         "submittedInteractions": submitted,
         "dimensions": dimensions_public(fresh),
-        **dimension_provider_view(fresh, registry, runnable),
+        **dimension_view,
     }
 
 
@@ -155,8 +164,8 @@ def view_step(pk: int, event_type: str, turn_id: str, runtime_id: str | None, pl
     """One entry of the view's ``executionSteps``: ``{id, type, turnId, timestamp}`` (the trace row's
     id, as in GET /api/traces) plus the event's summary flattened — runtimeId, pluginId (left out
     when the runtimeId already names it: ``<pluginId>`` or ``<pluginId>/<name>``), stage,
-    operation, provider, model, slot, attempt, durationMs, startedAt, tool, when the event has
-    them; ``severity`` only when not ``info``, with ``error`` {message, code?, details?} or
+    operation, provider, model, slot, attempt, durationMs, startedAt (only when it is not the
+    step's own timestamp to the millisecond), tool, when the event has them; ``severity`` only when not ``info``, with ``error`` {message, code?, details?} or
     ``warning`` (slow calls: {code: "slow", thresholdMs: 1000}); llm.calling also
     ``messageCount`` and ``promptDigest`` (first 16 hex digits of the prompt's SHA-256). The
     payload itself is in GET /api/traces/:sessionId under the same id. ``fields``: the row's summary
@@ -171,6 +180,9 @@ def view_step(pk: int, event_type: str, turn_id: str, runtime_id: str | None, pl
             runtime_id == plugin_id or runtime_id.startswith(plugin_id + "/")):
         del summary["pluginId"]
     step.update((k, v) for k, v in summary.items() if v != "")  # e.g. model "" before a provider names one
+    started = step.get("startedAt")
+    if isinstance(started, str) and started[:23] == timestamp[:23]:
+        del step["startedAt"]  # llm.calling is stamped when the call starts: the timestamp already says it
     if severity != "info":
         step["severity"] = severity
     if event_type == PROMPT_EVENT:

@@ -202,19 +202,16 @@ def trace_step_summary(event_type: str, payload: Any, *, digest: str | None = No
 
 def trace_rows_write(session_id: str, trace_id: str, records: list[TraceRecord]) -> None:
     """Insert the TraceEvent rows of ``records`` (call inside the commit transaction or its own),
-    one timestamp for all.
+    each stamped with the moment it was emitted (TraceRecord.at), not the commit's.
 
     Plain multi-row INSERTs (covel.sqlrows.rows_insert) instead of ``bulk_create``: Django
     prepares every field of every row through its field machinery in Python (~80 rows × 10
     fields a full-game turn, half of this write's CPU in the issue 18 profile), while these
     columns are known strings, integers and JSON."""
-    from django.utils import timezone
-
     from covel.sqlrows import rows_insert
     from turns.models import TraceEvent
 
-    created = timezone.now()
     rows_insert(TraceEvent, ("session", "trace_id", "turn_id", "seq", "type", "plugin_id", "runtime_id", "payload",
                              "summary", "created_at"),
                 [(session_id, trace_id, r.turn_id, r.seq, r.type, r.plugin_id, r.runtime_id, r.payload,
-                  trace_step_summary(r.type, r.payload, digest=r.prompt_digest), created) for r in records])
+                  trace_step_summary(r.type, r.payload, digest=r.prompt_digest), r.at) for r in records])

@@ -34,3 +34,10 @@ def test_per_turn_plugin_data_stays_bounded_over_a_long_session(client, monkeypa
     # and the session still reads as a whole: the view answers with its receipts
     view = client.get(f"/api/sessions/{played.id}/view", HTTP_AUTHORIZATION=f"Bearer {played.token}").json()
     assert len(view["dimensionSettlements"]) == receipts.count()
+    # the view carries the receipts as summaries only; the plugin-data route still lists the full rows
+    assert not [r for r in view["pluginData"] if r["pluginId"] == "world-init" and r["namespace"] == S.SETTLEMENTS_NAMESPACE]
+    assert {"guide", "world-ir"} <= {r["pluginId"] for r in view["pluginData"]}  # other plugins' rows stay
+    listed = client.get(f"/api/sessions/{played.id}/plugin-data/world-init/{S.SETTLEMENTS_NAMESPACE}",
+                        HTTP_AUTHORIZATION=f"Bearer {played.token}")
+    assert listed.status_code == 200, listed.content
+    assert len(listed.json()["items"] if isinstance(listed.json(), dict) else listed.json()) == receipts.count()
