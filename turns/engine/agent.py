@@ -52,7 +52,7 @@ from turns.engine.prompt import (
     LOREBOOK_SCAN_MESSAGES,
 )
 from turns.engine.providers.base import ModelError, ModelRequest, ModelResponse, TextDelta
-from turns.engine.providers.config import PROVIDER_SCRIPTED, slot_for_runtime
+from turns.engine.providers.config import PROVIDER_SCRIPTED, slot_chain_has_scripted, slot_for_runtime
 from turns.engine.runtime import (
     STATUS_FAILED,
     STATUS_SUCCESS,
@@ -524,7 +524,11 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
     system = system_prompt_build(env, runtime, turn, view=view, inputs=inputs, offers_done=offers_done,
                                  after_tools=after_tools, require=require, dimension_rules=rules, offered=listed,
                                  budget_scale=budget_scale)
-    scripted_dimensions = [
+    # The request context is what the offline scripted provider answers from; real providers
+    # ignore it (providers.base.ModelRequest), so it is built only when this slot or one of its
+    # fallbacks is scripted (issue 18: copying snapshot data into every real model call).
+    scripted_reachable = slot_chain_has_scripted(env.router.config, slot)
+    scripted_dimensions = [] if not scripted_reachable else [
         {"id": d.id, "name": d.name, "value": d.value, "version": d.version, "schema": d.schema,
          **({"updateRule": rules[d.id]} if rules and rules.get(d.id) else {})}
         for d in view.world_dimensions()
@@ -602,7 +606,7 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
                 emit(STEER_APPLIED, {"step": step, "message": message})
         request = ModelRequest(
             messages=json_copy(messages), tools=definitions, tool_choice=tool_choice if step == 1 else ("auto" if tool_choice == "required" else tool_choice),
-            context={
+            context={} if not scripted_reachable else {
                 "session_id": env.snapshot.session_id, "runtime_id": runtime.id, "plugin_id": runtime.plugin_id,
                 "plugin_root": str(manifest.root) if manifest else None, "locale": env.snapshot.locale,
                 "is_story": is_story, "step": step, "turn": turn.logical_turn, "turn_kind": turn.kind,
@@ -614,7 +618,7 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
                 "lorebook": [{"id": e.id, "keys": list(e.keys), "content": e.content} for e in view.lorebook_entries() if e.enabled],
                 "characters": [c.snapshot() for c in view.characters()],
                 "character_schema": view.character_schema(),
-                "dimensions": json_copy(scripted_dimensions),
+                "dimensions": scripted_dimensions,  # values and schemas are view.world_dimensions()' private copies
                 "pending_interactions": json_copy(env.snapshot.pending_interactions),
             },
         )

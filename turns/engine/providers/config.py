@@ -164,6 +164,25 @@ def model_config_load(covel_home: Path | str | None, *, path: Path | str | None 
     return model_config_parse(target.read_text(encoding="utf-8"))
 
 
+def slot_chain_has_scripted(config: ModelConfig, slot: SlotConfig) -> bool:
+    """Whether a call on ``slot`` can reach the offline scripted provider: the slot itself or one
+    of its ``fallback`` slots (ModelRouter.stream's order) is scripted. A dangling fallback ends
+    the chain (the router raises there); llm.toml parsing refuses cycles, a guard stops them anyway."""
+    current: SlotConfig | None = slot
+    seen: set[str] = set()
+    while current is not None and current.name not in seen:
+        if current.provider == PROVIDER_SCRIPTED:
+            return True
+        seen.add(current.name)
+        if not current.fallback:
+            return False
+        try:
+            current = config.slot(current.fallback)
+        except ModelConfigError:
+            return False
+    return False
+
+
 def slot_for_runtime(
     *,
     config: ModelConfig,

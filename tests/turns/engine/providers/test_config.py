@@ -86,3 +86,15 @@ def test_malformed_provider_ids_are_a_configuration_error():
 
     with pytest.raises(ModelConfigError):
         model_config_parse('[covel.story]\nprovider = "Deep Seek!"\nmodel = "x"\n')
+
+
+def test_slot_chain_has_scripted_follows_fallbacks():
+    from turns.engine.providers.config import slot_chain_has_scripted
+
+    config = model_config_parse(
+        '[covel.story]\nprovider = "openai"\nmodel = "m"\nfallback = "plugin"\n'
+        '[covel.plugin]\nprovider = "scripted"\n'
+        '[covel.fast]\nprovider = "openai"\nmodel = "m"\n')
+    assert slot_chain_has_scripted(config, config.slot("story")) is True
+    assert slot_chain_has_scripted(config, config.slot("plugin")) is True
+    assert slot_chain_has_scripted(config, config.slot("fast")) is False
