@@ -47,7 +47,7 @@ def session_view(session: Session, registry) -> dict[str, Any]:
     dimension_view = dimension_provider_view(fresh, registry, runnable)
     # The provider's settlement receipts are the kernel's bookkeeping (written only by the
     # dimension.update applier): the view carries their public summaries as dimensionSettlements
-    # and, as spec 004 §GET /view says, not the full receipts. GET /api/plugins/.../data keeps them.
+    # and, as spec 004 §GET /view says, not the full receipts; GET /api/sessions/:id/plugin-data keeps them.
     provider = dimension_view.get("dimensionProviderPluginId")
     plugin_data = [row for row in plugin_data_visible(fresh, plugin_ids=runnable)
                    if not (row["pluginId"] == provider and row["namespace"] == S.SETTLEMENTS_NAMESPACE)]
@@ -165,8 +165,8 @@ def view_step(pk: int, event_type: str, turn_id: str, runtime_id: str | None, pl
     id, as in GET /api/traces) plus the event's summary flattened — runtimeId, pluginId (left out
     when the runtimeId already names it: ``<pluginId>`` or ``<pluginId>/<name>``), stage,
     operation, provider, model, slot, attempt, durationMs, startedAt (only when it is not the
-    step's own timestamp to the millisecond), tool, when the event has them; ``severity`` only when not ``info``, with ``error`` {message, code?, details?} or
-    ``warning`` (slow calls: {code: "slow", thresholdMs: 1000}); llm.calling also
+    step's own timestamp to the millisecond), tool, when the event has them; ``severity`` only
+    when not ``info``, with ``error`` {message, code?, details?} or ``warning`` (slow calls: {code: "slow", thresholdMs: 1000}); llm.calling also
     ``messageCount`` and ``promptDigest`` (first 16 hex digits of the prompt's SHA-256). The
     payload itself is in GET /api/traces/:sessionId under the same id. ``fields``: the row's summary
     (turns.engine.trace.trace_step_summary)."""
