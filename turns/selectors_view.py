@@ -167,8 +167,9 @@ def view_step(pk: int, event_type: str, turn_id: str, runtime_id: str | None, pl
     operation, provider, model, slot, attempt, durationMs, startedAt (only when it is not the
     step's own timestamp to the millisecond), tool, when the event has them; ``severity`` only
     when not ``info``, with ``error`` {message, code?, details?} or ``warning`` (slow calls:
-    {code: "slow", thresholdMs: 1000}); llm.calling also ``messageCount`` and ``promptDigest`` (first 16 hex digits of the prompt's SHA-256). The
-    payload itself is in GET /api/traces/:sessionId under the same id. ``fields``: the row's summary
+    {code: "slow", thresholdMs: 1000}); llm.calling also ``messageCount`` and ``promptDigest``
+    (first 16 hex digits of the prompt's SHA-256). The payload itself is in GET
+    /api/traces/:sessionId under the same id. ``fields``: the row's summary
     (turns.engine.trace.trace_step_summary)."""
     summary = trace_summary(event_type, fields, runtime_id, plugin_id)
     step: dict[str, Any] = {"id": str(pk), "type": event_type, "turnId": turn_id, "timestamp": timestamp}
