@@ -48,7 +48,7 @@ def test_fixture_world_plays_two_turns(client, installed_world):
                if f["payload"]["runtimeId"] == "world-init/dimension-tracker"]
     assert len(settled) == 3 and set(settled) <= {"success", "skipped"}
     failed = [f["payload"] for f in played.frames("runtime.completed") if f["payload"]["status"] == "failed"]
-    assert not failed
+    assert not failed, [(f["runtimeId"], f.get("error")) for f in failed]
 
 
 @pytest.mark.parametrize("installed_world", ["mistport"], indirect=True)
