@@ -156,6 +156,54 @@ def _view_steps_load(session: Session) -> list[dict[str, Any]]:
                     summary["promptDigest"] = prompt_digest(TraceEvent.objects.get(pk=pk).payload.get("messages"))
         steps.append(view_step(pk, event_type, turn_id, runtime_id, plugin_id,
                                timestamp if isinstance(timestamp, str) else iso(timestamp), summary))
+    return view_steps_closers_trim(steps)
+
+
+#: closing step type -> (its opening step type, the fields it leaves out when the opening step in
+#: the window says the same). A closing step with an error keeps everything.
+STEP_CLOSERS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "runtime.completed": ("runtime.started", ("stage",)),
+    "llm.responded": ("llm.calling", ("provider", "model", "slot")),
+    "tool.completed": ("tool.calling", ("tool",)),
+}
+_STEP_OPENER_ENDS = {"runtime.failed": "runtime.started", "runtime.skipped": "runtime.started",
+                     "tool.failed": "tool.calling"}
+
+
+def view_steps_closers_trim(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Leave out of each closing step (STEP_CLOSERS: runtime.completed, llm.responded,
+    tool.completed) the fields its opening step in the same window already carries with the same
+    value (the stage of a runtime; the provider, model and slot of a model call; the tool of a
+    call), so a timeline reads them from the pair. The view's 600 steps are most of its bytes; GET
+    /api/traces keeps each event whole. The opening step is the same turn's and runtime's latest
+    open one of that type; a tool.completed is paired only while its runtime has one tool call
+    open (parallel calls of one runtime keep their ``tool``). ``steps``: view_step dicts, oldest
+    first; trimmed in place and returned."""
+    open_steps: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    opener_types = {opener for opener, _ in STEP_CLOSERS.values()}
+    for step in steps:
+        kind, runtime_id = step["type"], step.get("runtimeId")
+        if not isinstance(runtime_id, str):
+            continue
+        if kind in opener_types:
+            open_steps.setdefault((step["turnId"], runtime_id, kind), []).append(step)
+            continue
+        rule = STEP_CLOSERS.get(kind)
+        opener_type = rule[0] if rule else _STEP_OPENER_ENDS.get(kind)
+        if opener_type is None:
+            continue
+        opened = open_steps.get((step["turnId"], runtime_id, opener_type))
+        if not opened:
+            continue
+        opener = opened[-1] if opener_type != "tool.calling" or len(opened) == 1 else None
+        if opener is None:  # parallel tool calls: which one ended is in the trace payload, not here
+            opened.pop()
+            continue
+        opened.pop()
+        if rule and step.get("severity") != "error":
+            for key in rule[1]:
+                if key in step and key in opener and step[key] == opener[key]:
+                    del step[key]
     return steps
 
 
@@ -168,8 +216,9 @@ def view_step(pk: int, event_type: str, turn_id: str, runtime_id: str | None, pl
     step's own timestamp to the millisecond), tool, when the event has them; ``severity`` only
     when not ``info``, with ``error`` {message, code?, details?} or ``warning`` (slow calls:
     {code: "slow", thresholdMs: 1000}); llm.calling also ``messageCount`` and ``promptDigest``
-    (first 16 hex digits of the prompt's SHA-256). The payload itself is in GET
-    /api/traces/:sessionId under the same id. ``fields``: the row's summary
+    (first 16 hex digits of the prompt's SHA-256). A closing step leaves out what its opening step
+    says (view_steps_closers_trim). The payload itself is in GET /api/traces/:sessionId under the
+    same id. ``fields``: the row's summary
     (turns.engine.trace.trace_step_summary)."""
     summary = trace_summary(event_type, fields, runtime_id, plugin_id)
     step: dict[str, Any] = {"id": str(pk), "type": event_type, "turnId": turn_id, "timestamp": timestamp}
