@@ -12,6 +12,7 @@ Other plugins load this file by path (`kit_load()` in their scripts).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from typing import Any
@@ -36,9 +37,17 @@ def pick(options: list[Any], seed: str) -> Any:
 def sentences(text: str, zh: bool) -> list[str]:
     """Whole sentences of ``text`` (terminal punctuation kept; English abbreviations such as
     "Dr." do not end a sentence)."""
-    flat = " ".join(str(text or "").split())
+    return list(_sentences(str(text or ""), zh))
+
+
+# The scripted scripts read the same lorebook and roster texts every call of every turn: these
+# per-process caches keep the split, the word sets and the compiled name patterns (bounded LRU;
+# keys are the texts themselves, so an edited entry is simply a new key; a few MB at most).
+@functools.lru_cache(maxsize=1024)
+def _sentences(text: str, zh: bool) -> tuple[str, ...]:
+    flat = " ".join(text.split())
     parts = _ZH_SPLIT.split(flat) if zh else _EN_SPLIT.split(flat)
-    return [p.strip() for p in parts if p and p.strip()]
+    return tuple(p.strip() for p in parts if p and p.strip())
 
 
 def names_of(character: dict[str, Any]) -> list[str]:
@@ -48,10 +57,20 @@ def names_of(character: dict[str, Any]) -> list[str]:
 
 def _find(text: str, needle: str, zh: bool) -> int:
     """Position of ``needle`` in ``text`` (-1 when absent); English matches whole words, any case."""
-    if zh or not re.match(r"\w", needle[:1] or " "):
+    pattern = None if zh else _word_pattern(needle)
+    if pattern is None:
         return text.find(needle)
-    found = re.search(r"(?<!\w)" + re.escape(needle) + r"(?!\w)", text, re.I)
+    found = pattern.search(text)
     return found.start() if found else -1
+
+
+@functools.lru_cache(maxsize=4096)
+def _word_pattern(needle: str) -> re.Pattern[str] | None:
+    """The whole-word, any-case pattern of an English ``needle``; None when it does not start
+    with a word character (then it is found as it is)."""
+    if not re.match(r"\w", needle[:1] or " "):
+        return None
+    return re.compile(r"(?<!\w)" + re.escape(needle) + r"(?!\w)", re.I)
 
 
 def mentioned(text: str, character: dict[str, Any], zh: bool, *, aliases: bool = True) -> bool:
@@ -219,12 +238,17 @@ _STOP = {"the", "and", "what", "that", "this", "with", "from", "have", "your", "
          "last", "night", "does", "did", "today", "anyone", "come", "some", "here", "they", "them", "their", "into", "over"}
 
 
-def _words(text: str, zh: bool) -> set[str]:
+def _words(text: str, zh: bool) -> frozenset[str]:
     """Content words (English, 4+ letters, not stop words) or character bigrams (Chinese)."""
+    return _words_of(str(text or ""), zh)
+
+
+@functools.lru_cache(maxsize=1024)
+def _words_of(text: str, zh: bool) -> frozenset[str]:
     if zh:
-        flat = re.sub(r"[^\u4e00-\u9fff]", "", str(text or ""))
-        return {flat[i:i + 2] for i in range(len(flat) - 1)}
-    return {w for w in re.findall(r"[a-z']{4,}", str(text or "").lower()) if w not in _STOP}
+        flat = re.sub(r"[^\u4e00-\u9fff]", "", text)
+        return frozenset(flat[i:i + 2] for i in range(len(flat) - 1))
+    return frozenset(w for w in re.findall(r"[a-z']{4,}", text.lower()) if w not in _STOP)
 
 
 def lore_ranked(text: str, lorebook: list[dict[str, Any]], zh: bool, *, loose: bool = False) -> list[tuple[float, dict[str, Any]]]:
@@ -360,4 +384,9 @@ _DIRECTIVE = re.compile(r"\bthe player\b|\bplayers?'s?\b|\bnarrat|\bGM\b|\bgame 
 def lore_for_players(lorebook: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The entries a character may say aloud: not narrator directives or GM rules (_DIRECTIVE)
     — those steer the telling and never reach the player."""
-    return [e for e in lorebook or [] if not _DIRECTIVE.search(str(e.get("content") or ""))]
+    return [e for e in lorebook or [] if not _directive(str(e.get("content") or ""))]
+
+
+@functools.lru_cache(maxsize=1024)
+def _directive(content: str) -> bool:
+    return _DIRECTIVE.search(content) is not None

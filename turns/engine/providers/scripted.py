@@ -45,11 +45,11 @@ def _script_load(plugin_id: str, plugin_root: str | None) -> Any:
     """The plugin's `respond` callable or None (cached per file; a broken script logs once)."""
     if not plugin_root:
         return None
-    path = Path(plugin_root) / SCRIPT_FILE
-    key = str(path)
+    key = f"{plugin_root}/{SCRIPT_FILE}"
     with _script_lock:
         if key in _script_cache:
             return _script_cache[key]
+        path = Path(plugin_root) / SCRIPT_FILE
         respond = None
         if path.is_file():
             from plugins_app.toolkit.modules import module_load_by_path
