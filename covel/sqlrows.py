@@ -213,7 +213,9 @@ def _server_binding_cursor(connection: Any) -> Any:
     cursors bind on the client, quoting every value into the SQL text; for the recordset's one
     JSON parameter (tens of kB a turn) that quoting was ~5% of a hosted worker's CPU. Only this
     statement's shape (typed ``%s::json`` and the prefix's plain values) is known to bind the same
-    both ways, so the connection's own cursors stay as configured."""
+    both ways, so the connection's own cursors stay as configured. psycopg prepares the statement
+    after the connection's ``prepare_threshold`` uses (5 by default): one plan per table and
+    connection, which PostgreSQL re-plans by itself after a migration."""
     import psycopg
 
     connection.ensure_connection()

@@ -195,11 +195,9 @@ def view_steps_closers_trim(steps: list[dict[str, Any]]) -> list[dict[str, Any]]
         opened = open_steps.get((step["turnId"], runtime_id, opener_type))
         if not opened:
             continue
-        opener = opened[-1] if opener_type != "tool.calling" or len(opened) == 1 else None
-        if opener is None:  # parallel tool calls: which one ended is in the trace payload, not here
-            opened.pop()
-            continue
-        opened.pop()
+        opener = opened.pop()
+        if opener_type == "tool.calling" and opened:
+            continue  # parallel tool calls: which one ended is in the trace payload, not here
         if rule and step.get("severity") != "error":
             for key in rule[1]:
                 if key in step and key in opener and step[key] == opener[key]:
