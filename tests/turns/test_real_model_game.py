@@ -158,6 +158,24 @@ def test_builtin_game_plays_ten_turns_on_a_real_http_model_with_no_failed_runtim
     for runtime_id in ("codex", "affinity"):
         assert any(f["payload"].get("tool") == "runtime-done" and f["payload"].get("runtimeId") == runtime_id
                    for f in completed_tools), f"{runtime_id} never ended a quiet turn with runtime-done"
+    # and the view's closing steps, left without what their opening step says (provider, model,
+    # slot, stage, tool), rebuild from that step to the trace route's full event
+    steps = played.api.json("GET", f"/api/sessions/{played.id}/view")["executionSteps"]
+    events = {e["id"]: e for e in played.api.json("GET", f"/api/traces/{played.id}")["events"]}
+    openers = {"llm.responded": "llm.calling", "runtime.completed": "runtime.started", "tool.completed": "tool.calling"}
+    rebuilt = 0
+    for index, step in enumerate(steps):
+        if step["type"] not in openers:
+            continue
+        diagnostic = events[step["id"]]["diagnostic"]
+        for key in ("provider", "model", "slot", "stage", "tool"):
+            if diagnostic.get(key) in (None, "") or key in step:
+                continue
+            opener = next(s for s in reversed(steps[:index]) if s["type"] == openers[step["type"]]
+                          and s["turnId"] == step["turnId"] and s["runtimeId"] == step["runtimeId"])
+            assert opener[key] == diagnostic[key], (key, step, opener)
+            rebuilt += 1
+    assert rebuilt and any(s["type"] == "llm.responded" and "model" not in s for s in steps)  # the peer's model, named by its call
 
 
 def _rows(listing: Any) -> list[dict[str, Any]]:
