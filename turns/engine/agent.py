@@ -623,7 +623,7 @@ def _loop(env, runtime, turn, agent, is_story, result, own, view, inputs, upstre
             },
         )
         request, call_model = pre_llm_call(env, runtime, turn, request, model_id)  # PreLLMCall hooks: this call only
-        call_started = _now_iso()
+        call_started = _now_iso()  # Tracer.emit restamps it with the trace row's own time, under its lock
         emit(T.LLM_CALLING, {"step": step, "slot": slot.name, "provider": slot.provider, "model": model_id or slot.model,
                              "startedAt": call_started, "messages": private_messages(request.messages, private_calls),
                              "toolNames": listed})

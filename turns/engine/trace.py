@@ -152,8 +152,19 @@ class Tracer:
             forwarded = {k: v for k, v in payload.items() if k != "messages"}
             forwarded.update(messageCount=len(payload["messages"]), promptDigest=digest)
         with self._lock:
+            at = datetime.now(timezone.utc)
+            if type == LLM_CALLING and "startedAt" in payload:
+                # The model request starts when this returns (spec 004 §Trace: payload.startedAt is
+                # the moment it really starts): stamped here, under the lock, it is the trace row's
+                # own time, so rows keep rising with their ids and the view step needs no second
+                # timestamp. Stamped by the caller before the digest and the lock wait, it was up to
+                # a few ms early whenever parallel runtimes contended for the lock.
+                started = at.isoformat().replace("+00:00", "Z")
+                shared = forwarded is payload
+                payload = {**payload, "startedAt": started}
+                forwarded = payload if shared else {**forwarded, "startedAt": started}
             if do_persist:
-                self.records.append(TraceRecord(type, payload, turn_id, plugin_id, runtime_id, self._seq,
+                self.records.append(TraceRecord(type, payload, turn_id, plugin_id, runtime_id, self._seq, at=at,
                                                 prompt_digest=digest))
                 self._seq += 1
             if do_forward:

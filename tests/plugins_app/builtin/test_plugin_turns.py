@@ -153,6 +153,12 @@ def test_the_view_lists_model_calls_without_their_prompts(client, yanhui):
     for call in calls:
         prompt = full[call["id"]]["payload"]["messages"]  # the trace route keeps the whole prompt
         assert call["messageCount"] == len(prompt) > 0 and len(call["promptDigest"]) == 16
+        # the request's start (payload and diagnostic startedAt) is the trace row's own time, even for
+        # the post-turn runtimes that call their models in parallel, so the step needs no second stamp
+        event = full[call["id"]]
+        assert event["payload"]["startedAt"] == event["diagnostic"]["startedAt"]
+        assert event["payload"]["startedAt"][:23] == event["timestamp"][:23] == call["timestamp"][:23], event
+        assert "startedAt" not in call
 
 
 def test_view_steps_summarise_the_latest_trace_events_and_the_trace_route_keeps_their_payloads(client, yanhui):

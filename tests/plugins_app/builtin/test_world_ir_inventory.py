@@ -41,8 +41,8 @@ def test_facts_declare_roster_characters_and_are_the_content(run_tool):
     assert outcome.status == "success", outcome.envelope
     assert outcome.content["schemaVersion"] == 1
     assert outcome.content["entities"][-1] == {"id": "player-ada", "type": "character", "name": "Ada"}
-    [record] = payloads(outcome, "plugin.data")
-    assert (record["namespace"], record["key"]) == ("facts", "turn-3")
+    # the facts are the runtime's output (its result, runtime output and trace keep them): no plugin-data copy
+    assert outcome.proposals == []
 
 
 @pytest.mark.parametrize("change, needle", [
@@ -93,7 +93,7 @@ def test_zh_session_records_what_the_hero_takes(client):
     assert not failed_runtimes(played)
     facts = [f["payload"]["input"] for f in played.frames("tool.calling") if f["payload"]["tool"] == "submit-world-facts"]
     assert len(facts) == 2 and all(f["schemaVersion"] == 1 for f in facts)
-    assert plugin_data(played.id, "world-ir", "facts")
+    assert not plugin_data(played.id, "world-ir", "facts")  # the facts travel as the runtime's output only
     items = plugin_data(played.id, "inventory", "items")
     assert [(v["name"], v["quantity"]) for v in items.values()] == [("船舱里的灯笼", 1)]
 

@@ -1,9 +1,11 @@
 """generate-guide: recap, current decision and quick replies in the player's voice, written
 atomically (spec 000 overview; output contract scene-prompts@1).
 
-Stages one plugin.data.batch: `guides/latest` and `guides/turn-<n>` hold
-`{scene, recap, decision, prompts: [{text, kind}], turn}` (the last 4 turns are kept); a ui block shows it in the message
-stream. The content is the scene-prompts@1 output.
+Stages one plugin.data write: `guides/latest` holds `{scene, recap, decision, prompts: [{text, kind}],
+turn}`; a ui block shows it in the message stream, and that block is each turn's guide on record
+(the view's and /messages' ui messages), so no per-turn copy is kept in plugin data (issue 18: a
+copy nothing read, written and pruned every turn and carried by every session view). The content
+is the scene-prompts@1 output.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 
 from plugins_app.toolkit import (
     INVALID_INPUT,
-    PLUGIN_DATA_BATCH,
+    PLUGIN_DATA,
     ZH_CN,
     CallContext,
     Proposal,
@@ -26,11 +28,6 @@ from plugins_app.toolkit import (
 NAME = "generate-guide"
 NAMESPACE = "guides"
 LATEST_KEY = "latest"
-#: Per-turn guides kept (``turn-<n>``): the batch that writes turn n deletes turn n - 4, so the
-#: plugin's data stays bounded however long a session runs. Four, as the guide's own history
-#: (``history.maxTurns``): each turn's guide is also in its message's ui block, and every row kept
-#: here is read by every turn's snapshot and carried by the session view (issue 18).
-TURNS_KEPT = 4
 PROMPT_KINDS = ("observe", "ask", "act", "social")
 
 PARAMETERS: dict[str, Any] = {
@@ -76,11 +73,6 @@ def _execute(args: dict[str, Any], ctx: CallContext) -> ToolResult:
         "prompts": [{"text": p["text"].strip(), "kind": p["kind"]} for p in args["prompts"]],
         "turn": ctx.logical_turn,
     }
-    entries = [{"namespace": NAMESPACE, "key": LATEST_KEY, "value": guide}]
-    if ctx.logical_turn is not None:
-        entries.append({"namespace": NAMESPACE, "key": f"turn-{ctx.logical_turn}", "value": guide})
-        if ctx.logical_turn > TURNS_KEPT:
-            entries.append({"namespace": NAMESPACE, "key": f"turn-{ctx.logical_turn - TURNS_KEPT}", "delete": True})
     ui = [
         {
             "parts": [
@@ -94,7 +86,7 @@ def _execute(args: dict[str, Any], ctx: CallContext) -> ToolResult:
         summary = f"指引已保存：{len(guide['prompts'])} 条快捷回复。"
     else:
         summary = f"Guide saved: {len(guide['prompts'])} quick replies."
-    return ToolResult(content=content, proposals=[Proposal(PLUGIN_DATA_BATCH, {"entries": entries})], summary=summary)
+    return ToolResult(content=content, proposals=[Proposal(PLUGIN_DATA, {"namespace": NAMESPACE, "key": LATEST_KEY, "value": guide})], summary=summary)
 
 
 def build() -> Tool:

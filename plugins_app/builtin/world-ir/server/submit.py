@@ -6,9 +6,9 @@ The arguments are checked beyond their JSON Schema: ids unique within the call; 
 or a roster character; `inventory_change` and `quest_change` events carry their fixed attributes.
 Roster characters that are referenced but not listed are added as `character` entities (id and
 name from the roster). `schemaVersion` defaults to 1. The result content is the WorldIR object
-itself; a copy is kept in plugin data `facts/turn-<n>` for audit (the last 4 turns: writing turn n
-deletes turn n - 4, so the plugin's data stays bounded however long a session runs; the turn's
-trace keeps the tool call itself).
+itself: the runtime's world-ir-provider@1 output, which the turn's result, its runtime output and
+its trace (the tool call) keep. No copy is kept in plugin data (issue 18: a per-turn copy nothing
+read, written and pruned every turn and carried by every session view).
 """
 
 from __future__ import annotations
@@ -20,11 +20,8 @@ from typing import Any
 
 from plugins_app.toolkit import (
     INVALID_INPUT,
-    PLUGIN_DATA,
-    PLUGIN_DATA_DELETE,
     ZH_CN,
     CallContext,
-    Proposal,
     Tool,
     ToolError,
     ToolResult,
@@ -33,8 +30,6 @@ from plugins_app.toolkit import (
 )
 
 NAME = "submit-world-facts"
-NAMESPACE = "facts"
-TURNS_KEPT = 4
 INVENTORY_OPERATIONS = ("gain", "lose", "equip", "unequip")
 QUEST_STATUSES = ("accepted", "progressed", "completed", "failed")
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "world-ir.schema.json"
@@ -128,17 +123,12 @@ def facts_check(args: dict[str, Any], roster: dict[str, str]) -> dict[str, Any]:
 def _execute(args: dict[str, Any], ctx: CallContext) -> ToolResult:
     roster = {c.id: c.name for c in ctx.state.characters()}
     facts = facts_check(args, roster)
-    proposals = []
-    if ctx.logical_turn is not None:
-        proposals.append(Proposal(PLUGIN_DATA, {"namespace": NAMESPACE, "key": f"turn-{ctx.logical_turn}", "value": facts}))
-        if ctx.logical_turn > TURNS_KEPT:
-            proposals.append(Proposal(PLUGIN_DATA_DELETE, {"namespace": NAMESPACE, "key": f"turn-{ctx.logical_turn - TURNS_KEPT}"}))
     counts = [len(facts[k]) for k in ("entities", "relations", "events", "statements")]
     if instruction_locale_for(ctx.locale) == ZH_CN:
         summary = "事实已提交：实体 {}，关系 {}，事件 {}，陈述 {}。".format(*counts)
     else:
         summary = "Facts submitted: {} entities, {} relations, {} events, {} statements.".format(*counts)
-    return ToolResult(content=facts, proposals=proposals, summary=summary)
+    return ToolResult(content=facts, summary=summary)
 
 
 def build() -> Tool:
