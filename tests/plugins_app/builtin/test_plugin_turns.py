@@ -218,6 +218,24 @@ def test_a_trace_row_written_before_summaries_is_summarised_from_its_payload(cli
     assert after == before and any(s["type"] == "llm.calling" for s in after.values())
 
 
+def test_view_step_timestamps_are_the_trace_routes_to_the_millisecond(client, yanhui):
+    from datetime import datetime, timezone
+
+    from turns.models import TraceEvent
+
+    rows = list(TraceEvent.objects.filter(session_id=yanhui.id).order_by("-id")[:3])
+    # a whole second (stored without a fraction), a sub-millisecond remainder, and 999.999 ms
+    stamps = [datetime(2026, 3, 4, 5, 6, 7, 0, tzinfo=timezone.utc), datetime(2026, 3, 4, 5, 6, 8, 1500, tzinfo=timezone.utc),
+              datetime(2026, 3, 4, 5, 6, 9, 999999, tzinfo=timezone.utc)]
+    for row, stamp in zip(rows, stamps):
+        TraceEvent.objects.filter(pk=row.pk).update(created_at=stamp)
+    steps = {s["id"]: s for s in get_json(client, yanhui, f"/api/sessions/{yanhui.id}/view")["executionSteps"]}
+    assert [steps[str(r.pk)]["timestamp"] for r in rows] == [
+        "2026-03-04T05:06:07.000Z", "2026-03-04T05:06:08.001Z", "2026-03-04T05:06:09.999Z"]
+    traced = {e["id"]: e["timestamp"] for e in get_json(client, yanhui, f"/api/traces/{yanhui.id}")["events"]}
+    assert {i: s["timestamp"] for i, s in steps.items()} == {i: traced[i] for i in steps}
+
+
 def test_the_action_stream_names_each_prompt_and_the_trace_keeps_it_once(client, yanhui):
     from turns.engine.trace import prompt_digest
     from turns.models import ExecutionFrame
