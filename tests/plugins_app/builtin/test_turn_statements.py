@@ -22,7 +22,7 @@ from tests.plugins_app.builtin.play_support import act, play
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-BUDGET = {"sqlite": 30, "postgresql": 26}
+BUDGET = {"sqlite": 29, "postgresql": 25}
 
 
 class _Counter:
